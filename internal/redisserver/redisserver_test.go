@@ -1,0 +1,125 @@
+package redisserver_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
+)
+
+func client(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:         addr,
+		DialTimeout:  300 * time.Millisecond,
+		ReadTimeout:  300 * time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond,
+		MaxRetries:   -1,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func ping(c *redis.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+func TestLifecycle(t *testing.T) {
+	cl := redisserver.Start(t, 2)
+	addrs := cl.Addrs()
+	if len(addrs) != 2 || addrs[0] == addrs[1] {
+		t.Fatalf("Addrs() = %v, want 2 distinct addresses", addrs)
+	}
+	ctx := context.Background()
+	clients := []*redis.Client{client(t, addrs[0]), client(t, addrs[1])}
+	for i, c := range clients {
+		if err := ping(c); err != nil {
+			t.Fatalf("server %d (%s): PING: %v", i, addrs[i], err)
+		}
+		if !cl.Servers[i].Running() {
+			t.Fatalf("server %d: Running() = false after Start", i)
+		}
+		if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatalf("server %d: SET: %v", i, err)
+		}
+	}
+
+	s0 := cl.Servers[0]
+	s0.Kill()
+	s0.Kill() // idempotent
+	if s0.Running() {
+		t.Fatal("Running() = true after Kill")
+	}
+	if err := ping(clients[0]); err == nil {
+		t.Fatal("PING succeeded on a killed server")
+	}
+	if err := ping(clients[1]); err != nil {
+		t.Fatalf("other server affected by Kill: %v", err)
+	}
+
+	s0.Restart(t)
+	if s0.Addr() != addrs[0] {
+		t.Fatalf("address changed across Restart: %s -> %s", addrs[0], s0.Addr())
+	}
+	if !s0.Running() {
+		t.Fatal("Running() = false after Restart")
+	}
+	if err := ping(clients[0]); err != nil {
+		t.Fatalf("PING after Restart: %v", err)
+	}
+	if err := clients[0].Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET k after Restart: err = %v, want redis.Nil (empty dataset)", err)
+	}
+	if v, err := clients[1].Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET k on untouched server = %q, %v; want \"v\"", v, err)
+	}
+
+	// Pause: the TCP connection stays up but nothing answers within the timeout.
+	s1 := cl.Servers[1]
+	s1.Pause()
+	if !s1.Running() {
+		t.Fatal("paused server should still count as running")
+	}
+	start := time.Now()
+	if err := ping(clients[1]); err == nil {
+		t.Fatal("PING succeeded on a paused server")
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("PING on a paused server failed fast (%v), expected a timeout", d)
+	}
+	s1.Resume()
+	if err := ping(clients[1]); err != nil {
+		t.Fatalf("PING after Resume: %v", err)
+	}
+	if v, err := clients[1].Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET k after Resume = %q, %v; want data kept", v, err)
+	}
+
+	// Leave one server paused: cleanup must still kill it.
+	s1.Pause()
+}
+
+func TestRestartRunningServer(t *testing.T) {
+	cl := redisserver.Start(t, 1)
+	s := cl.Servers[0]
+	c := client(t, s.Addr())
+	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart(t) // kills the live process first
+	if err := c.Get(context.Background(), "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET after Restart: %v, want redis.Nil", err)
+	}
+}
+
+func TestAvailable(t *testing.T) {
+	if !redisserver.Available() && redisserver.Required() {
+		t.Fatal("redis-server not on PATH but REDLOCK_REQUIRE_REDIS=1")
+	}
+}
