@@ -1,0 +1,110 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Backend is one independent Redis master. A Single locker uses one; a
+// Redlock uses several that share nothing (no replication between them).
+//
+// Implementations must be safe for concurrent use and must honour the
+// context's deadline on every call: the lockers bound each node call with
+// a per-node timeout and rely on it to keep a dead or paused node from
+// stalling an acquisition.
+type Backend interface {
+	// Name identifies the node in errors and logs, usually its address.
+	Name() string
+	// Acquire sets key to token with the given TTL only if key does not
+	// exist, atomically (SET key token NX PX ttl). It reports whether the
+	// key was set.
+	Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	// Release deletes key only if it holds token (release.lua). It reports
+	// whether the key was deleted.
+	Release(ctx context.Context, key, token string) (bool, error)
+	// Extend resets key's TTL only if it holds token (extend.lua). It
+	// reports whether the key was extended; it never creates the key.
+	Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+}
+
+var (
+	//go:embed release.lua
+	releaseSource string
+	releaseScript = redis.NewScript(releaseSource)
+
+	//go:embed extend.lua
+	extendSource string
+	extendScript = redis.NewScript(extendSource)
+)
+
+// NewBackend adapts a go-redis v9 client (a *redis.Client for one master;
+// a cluster or ring client works if each lock key maps to one master) to a
+// Backend named after its address. It returns nil for a nil client, which
+// New and NewSingle reject.
+//
+// The client must be created with ContextTimeoutEnabled: true; otherwise
+// go-redis ignores context deadlines, a paused node would hold every call
+// for the client's ReadTimeout, and New and NewSingle refuse the node.
+//
+// Scripts run with EVALSHA and fall back to EVAL the first time a node
+// does not know them (after a restart or SCRIPT FLUSH).
+func NewBackend(c redis.UniversalClient) Backend {
+	if c == nil {
+		return nil
+	}
+	return &goRedis{c: c, name: clientName(c)}
+}
+
+type goRedis struct {
+	c    redis.UniversalClient
+	name string
+}
+
+func clientName(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return fmt.Sprintf("cluster%v", c.Options().Addrs)
+	case *redis.Ring:
+		return fmt.Sprintf("ring%v", c.Options().Addrs)
+	}
+	return fmt.Sprintf("%T", c)
+}
+
+// contextTimeouts reports whether the client honours context deadlines.
+func (g *goRedis) contextTimeouts() bool {
+	switch c := g.c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true // unknown implementations are trusted, as documented on Backend
+}
+
+func (g *goRedis) Name() string { return g.name }
+
+func (g *goRedis) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	// Always PX, even for whole seconds, so the TTL on the node is exactly
+	// the one the validity was computed from.
+	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
+	_ = g.c.Process(ctx, cmd)
+	return cmd.Result()
+}
+
+func (g *goRedis) Release(ctx context.Context, key, token string) (bool, error) {
+	n, err := releaseScript.Run(ctx, g.c, []string{key}, token).Int()
+	return n == 1, err
+}
+
+func (g *goRedis) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	n, err := extendScript.Run(ctx, g.c, []string{key}, token, ttl.Milliseconds()).Int()
+	return n == 1, err
+}

@@ -1,0 +1,112 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Every error returned by this package that means one of
+// these matches it with [errors.Is]; detail is reachable with [errors.As]
+// on a [*QuorumError].
+var (
+	// ErrNotAcquired means the lock is held by someone else: the Reject
+	// strategy failed at once, retries ran out, or the context ended while
+	// waiting.
+	ErrNotAcquired = errors.New("redlock: lock not acquired")
+
+	// ErrTimeout means the Retry strategy used up its retries while the lock
+	// stayed held. It also matches ErrNotAcquired.
+	ErrTimeout = fmt.Errorf("%w: retries exhausted", ErrNotAcquired)
+
+	// ErrNotHeld means Unlock or Extend was called on a lock that is no
+	// longer ours: it expired, was taken over, or was already released.
+	ErrNotHeld = errors.New("redlock: lock not held")
+
+	// ErrUnavailable means too few nodes answered to decide: fewer than a
+	// quorum replied at all. It does not match ErrNotAcquired, so callers
+	// can tell "busy" (retry later, HTTP 409) from "broken" (HTTP 500).
+	ErrUnavailable = errors.New("redlock: too few nodes available")
+
+	// ErrInvalid is matched by every error about bad input: an empty key,
+	// a TTL that leaves no validity, nil or duplicate nodes, and so on.
+	ErrInvalid = errors.New("redlock: invalid argument")
+)
+
+// invalidf returns an error that matches ErrInvalid.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// NodeError is what one node said when it did not grant an operation.
+type NodeError struct {
+	Node string // the node's Name, usually its address
+	// Err is ErrNotAcquired when an acquire found the key held, ErrNotHeld
+	// when an extend or release found the key gone or someone else's, and
+	// the transport or timeout error otherwise.
+	Err error
+}
+
+func (e *NodeError) Error() string { return e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the node's error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports an operation that did not reach a quorum, or reached
+// it too late, with what every dissenting node said. It matches
+// ErrUnavailable when fewer than Quorum nodes answered at all, and
+// otherwise ErrNotAcquired (for "acquire") or ErrNotHeld (for "extend" and
+// "release").
+type QuorumError struct {
+	Op      string // "acquire", "extend" or "release"
+	Key     string
+	Nodes   int // nodes asked
+	Quorum  int // nodes that had to agree
+	Granted int // nodes that agreed
+	// Validity is what was left of the lock's validity when the round
+	// ended. It is only meaningful when Granted >= Quorum: the round reached
+	// a quorum but took so long that nothing (or a negative amount) was left.
+	Validity time.Duration
+	Failed   []NodeError // the nodes that did not agree, in node order
+}
+
+// answered counts the nodes that gave a definite answer, yes or no.
+func (e *QuorumError) answered() int {
+	n := e.Granted
+	for _, f := range e.Failed {
+		if errors.Is(f.Err, ErrNotAcquired) || errors.Is(f.Err, ErrNotHeld) {
+			n++
+		}
+	}
+	return n
+}
+
+// Unwrap returns the sentinel this failure means.
+func (e *QuorumError) Unwrap() error {
+	switch {
+	case e.answered() < e.Quorum:
+		return ErrUnavailable
+	case e.Op == "acquire":
+		return ErrNotAcquired
+	default:
+		return ErrNotHeld
+	}
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock: %s %q: %d of %d nodes agreed, quorum %d", e.Op, e.Key, e.Granted, e.Nodes, e.Quorum)
+	if e.Granted >= e.Quorum {
+		fmt.Fprintf(&b, ", but validity ran out (%v left)", e.Validity)
+	}
+	for i, f := range e.Failed {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}

@@ -1,0 +1,128 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// client returns a go-redis client for addr that honours context deadlines,
+// closed when the test ends.
+func client(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// minis starts n miniredis servers and returns them with a Backend each.
+// miniredis never expires keys by itself: tests move its clock with
+// FastForward, which makes expiry deterministic.
+func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []Backend) {
+	t.Helper()
+	ms := make([]*miniredis.Miniredis, n)
+	bs := make([]Backend, n)
+	for i := range ms {
+		ms[i] = miniredis.RunT(t)
+		bs[i] = NewBackend(client(t, ms[i].Addr()))
+	}
+	return ms, bs
+}
+
+// fakeClock is a Clock that moves only when told to, or by the delay
+// asked of After, which it records and returns at once.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	delays  []time.Duration
+	onAfter func(n int) // called with the count of After calls so far
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.delays = append(c.delays, d)
+	n, hook, now := len(c.delays), c.onAfter, c.now
+	c.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	ch := make(chan time.Time, 1)
+	ch <- now
+	return ch
+}
+
+func (c *fakeClock) Delays() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.delays...)
+}
+
+// hookBackend wraps a Backend and runs a hook before every acquire, to
+// count attempts, inject latency or fail a node.
+type hookBackend struct {
+	Backend
+	mu       sync.Mutex
+	acquires int
+	before   func(ctx context.Context) error
+}
+
+func (h *hookBackend) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	h.mu.Lock()
+	h.acquires++
+	before := h.before
+	h.mu.Unlock()
+	if before != nil {
+		if err := before(ctx); err != nil {
+			return false, err
+		}
+	}
+	return h.Backend.Acquire(ctx, key, token, ttl)
+}
+
+func (h *hookBackend) Acquires() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.acquires
+}
+
+func hooked(bs []Backend) ([]Backend, []*hookBackend) {
+	out := make([]Backend, len(bs))
+	hs := make([]*hookBackend, len(bs))
+	for i, b := range bs {
+		hs[i] = &hookBackend{Backend: b}
+		out[i] = hs[i]
+	}
+	return out, hs
+}
+
+func redisClientWithoutContextTimeouts(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}

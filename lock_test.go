@@ -1,0 +1,401 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLockUnlockSingle(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithTTL(time.Second))
+	require.NoError(t, err)
+
+	l, err := s.Lock(t.Context(), "order:1")
+	require.NoError(t, err)
+	got, err := ms[0].Get("order:1")
+	require.NoError(t, err)
+	assert.Equal(t, l.Token(), got)
+	assert.Equal(t, time.Second, ms[0].TTL("order:1"), "SET must carry the TTL in the same command")
+	u, err := uuid.Parse(l.Token())
+	require.NoError(t, err)
+	assert.Equal(t, uuid.Version(4), u.Version())
+
+	require.NoError(t, l.Unlock(t.Context()))
+	assert.False(t, ms[0].Exists("order:1"))
+	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld, "second Unlock")
+}
+
+func TestTokensAreUniquePerAcquisition(t *testing.T) {
+	_, bs := minis(t, 1)
+	s, err := NewSingle(bs[0])
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for range 50 {
+		l, err := s.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		assert.False(t, seen[l.Token()], "token reused")
+		seen[l.Token()] = true
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+}
+
+func TestRejectFailsAtOnce(t *testing.T) {
+	ms, bs := minis(t, 1)
+	hb, hs := hooked(bs)
+	clk := newFakeClock()
+	s, err := NewSingle(hb[0], WithStrategy(Reject()), WithClock(clk))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "someone-else"))
+
+	_, err = s.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.NotErrorIs(t, err, ErrTimeout)
+	assert.NotErrorIs(t, err, ErrUnavailable)
+	assert.Equal(t, 1, hs[0].Acquires())
+	assert.Empty(t, clk.Delays())
+	v, _ := ms[0].Get("k")
+	assert.Equal(t, "someone-else", v, "a refused attempt must not touch the holder's key")
+}
+
+func TestRetryDelaysDoubleThenTimeout(t *testing.T) {
+	ms, bs := minis(t, 1)
+	hb, hs := hooked(bs)
+	clk := newFakeClock()
+	s, err := NewSingle(hb[0], WithClock(clk)) // default Retry(3, 100ms)
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "someone-else"))
+
+	_, err = s.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrTimeout)
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, ms[0].Addr(), qe.Failed[0].Node)
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, clk.Delays())
+	assert.Equal(t, 4, hs[0].Acquires(), "one attempt plus three retries")
+}
+
+func TestRetryCustomDelays(t *testing.T) {
+	ms, bs := minis(t, 1)
+	clk := newFakeClock()
+	s, err := NewSingle(bs[0], WithClock(clk))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "x"))
+	_, err = s.Lock(t.Context(), "k", WithStrategy(Retry(5, 7*time.Millisecond)))
+	assert.ErrorIs(t, err, ErrTimeout)
+	assert.Equal(t, []time.Duration{7, 14, 28, 56, 112}, scale(clk.Delays(), time.Millisecond))
+}
+
+func scale(ds []time.Duration, unit time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d / unit
+	}
+	return out
+}
+
+func TestRetryAcquiresOnceReleased(t *testing.T) {
+	ms, bs := minis(t, 3)
+	clk := newFakeClock()
+	clk.onAfter = func(n int) {
+		if n == 2 { // the holder lets go during the second wait
+			for _, m := range ms {
+				m.Del("k")
+			}
+		}
+	}
+	r, err := New(bs, WithClock(clk))
+	require.NoError(t, err)
+	for _, m := range ms {
+		require.NoError(t, m.Set("k", "holder"))
+	}
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	assert.Len(t, clk.Delays(), 2)
+	for _, m := range ms {
+		v, _ := m.Get("k")
+		assert.Equal(t, l.Token(), v)
+	}
+}
+
+func TestRetryBackoffSaturates(t *testing.T) {
+	d, ok := Retry(100, time.Hour).Backoff(99)
+	assert.True(t, ok)
+	assert.Positive(t, d, "overflowing delays saturate instead of wrapping negative")
+	_, ok = Retry(2, time.Millisecond).Backoff(2)
+	assert.False(t, ok)
+}
+
+func TestRollbackAfterPartialAcquisition(t *testing.T) {
+	ms, bs := minis(t, 5)
+	r, err := New(bs, WithStrategy(Reject()))
+	require.NoError(t, err)
+	for _, m := range ms[2:] { // someone else holds 3 of 5
+		require.NoError(t, m.Set("k", "other"))
+	}
+	_, err = r.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, 2, qe.Granted)
+	assert.Equal(t, 3, qe.Quorum)
+	assert.Len(t, qe.Failed, 3)
+	for _, f := range qe.Failed {
+		assert.ErrorIs(t, f.Err, ErrNotAcquired)
+	}
+	for _, m := range ms[:2] {
+		assert.False(t, m.Exists("k"), "the two keys we got must be rolled back at once")
+	}
+	for _, m := range ms[2:] {
+		v, _ := m.Get("k")
+		assert.Equal(t, "other", v)
+	}
+}
+
+func TestRollbackReachesNodesThatTimedOut(t *testing.T) {
+	ms, bs := minis(t, 3)
+	bs[0] = &lateReply{Backend: bs[0]}
+	require.NoError(t, ms[1].Set("k", "other"))
+	require.NoError(t, ms[2].Set("k", "other"))
+	r, err := New(bs, WithStrategy(Reject()))
+	require.NoError(t, err)
+	_, err = r.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.False(t, ms[0].Exists("k"), "a node whose reply was lost may hold our key: it must be released too")
+}
+
+// lateReply sets the key and then reports a timeout, as when a reply is
+// lost on the way back.
+type lateReply struct{ Backend }
+
+func (l *lateReply) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if _, err := l.Backend.Acquire(ctx, key, token, ttl); err != nil {
+		return false, err
+	}
+	return false, context.DeadlineExceeded
+}
+
+func TestReleaseNeverDeletesNewHoldersKey(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithTTL(time.Second), WithStrategy(Reject()))
+	require.NoError(t, err)
+	a, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	ms[0].FastForward(2 * time.Second) // A's key expires on the node
+	b, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+
+	assert.ErrorIs(t, a.Unlock(t.Context()), ErrNotHeld)
+	v, err := ms[0].Get("k")
+	require.NoError(t, err)
+	assert.Equal(t, b.Token(), v, "A's release must leave B's key alone")
+	assert.ErrorIs(t, a.Extend(t.Context(), time.Second), ErrNotHeld)
+	v, _ = ms[0].Get("k")
+	assert.Equal(t, b.Token(), v)
+	require.NoError(t, b.Unlock(t.Context()))
+}
+
+func TestUnlockSurvivesCancelledContext(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	l, err := r.Lock(ctx, "k")
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, l.Unlock(ctx))
+	for _, m := range ms {
+		assert.False(t, m.Exists("k"))
+	}
+}
+
+func TestExtend(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs, WithTTL(time.Second))
+	require.NoError(t, err)
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	before := l.Until()
+
+	require.NoError(t, l.Extend(t.Context(), 5*time.Second))
+	for _, m := range ms {
+		assert.Equal(t, 5*time.Second, m.TTL("k"))
+	}
+	assert.True(t, l.Until().After(before))
+
+	// One node lost our key: 2 of 3 is still a quorum.
+	ms[0].Del("k")
+	require.NoError(t, l.Extend(t.Context(), 5*time.Second))
+	assert.False(t, ms[0].Exists("k"), "Extend must never re-create a key")
+
+	// Two lost it: no quorum, and nothing is re-created.
+	ms[1].Del("k")
+	err = l.Extend(t.Context(), 5*time.Second)
+	assert.ErrorIs(t, err, ErrNotHeld)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, "extend", qe.Op)
+	assert.Equal(t, 1, qe.Granted)
+	assert.False(t, ms[0].Exists("k"))
+	assert.False(t, ms[1].Exists("k"))
+
+	assert.ErrorIs(t, l.Extend(t.Context(), 0), ErrInvalid)
+	require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld, "only one of three nodes still had our key")
+	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), ErrNotHeld, "extend after unlock")
+}
+
+func TestUnavailableWhenTooFewNodesAnswer(t *testing.T) {
+	ms, bs := minis(t, 5)
+	r, err := New(bs, WithStrategy(Reject()), WithTTL(time.Second))
+	require.NoError(t, err)
+	addr0 := ms[0].Addr()
+	ms[0].Close()
+	ms[1].Close()
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err, "two of five nodes down still leaves a quorum")
+	require.NoError(t, l.Unlock(t.Context()))
+
+	ms[2].Close()
+	_, err = r.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.NotErrorIs(t, err, ErrNotAcquired, "unavailable must be told apart from busy")
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Len(t, qe.Failed, 3)
+	assert.Contains(t, err.Error(), addr0, "the error names the failed nodes")
+
+	// With retries the error is still ErrUnavailable, not ErrTimeout.
+	_, err = r.Lock(t.Context(), "k", WithStrategy(Retry(2, time.Millisecond)))
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.NotErrorIs(t, err, ErrTimeout)
+}
+
+func TestCancelWhileWaiting(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithStrategy(Retry(10, time.Hour)))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "other"))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Lock(ctx, "k")
+		done <- err
+	}()
+	cancel()
+	err = <-done // an hour-long backoff returns as soon as ctx ends
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, context.Canceled)
+
+	dctx, dcancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer dcancel()
+	_, err = s.Lock(dctx, "k")
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestLockOptionsOverrideDefaults(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithTTL(time.Second))
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k", WithTTL(3*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, ms[0].TTL("k"))
+	require.NoError(t, l.Unlock(t.Context()))
+	l, err = s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, ms[0].TTL("k"), "a per-call option must not change the defaults")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+func TestBadInput(t *testing.T) {
+	ms, bs := minis(t, 3)
+	good := bs[0]
+	dup := NewBackend(client(t, ms[0].Addr()))
+	noCtxTimeouts := NewBackend(redisClientWithoutContextTimeouts(t, ms[1].Addr()))
+
+	ctors := []struct {
+		name  string
+		nodes []Backend
+		opts  []Option
+	}{
+		{"no nodes", nil, nil},
+		{"nil node", []Backend{good, nil}, nil},
+		{"nil client", []Backend{NewBackend(nil)}, nil},
+		{"duplicate node", []Backend{good, dup}, nil},
+		{"client ignores context deadlines", []Backend{noCtxTimeouts}, nil},
+		{"zero TTL", bs, []Option{WithTTL(0)}},
+		{"negative TTL", bs, []Option{WithTTL(-time.Second)}},
+		{"sub-millisecond TTL", bs, []Option{WithTTL(time.Microsecond)}},
+		{"TTL within drift", bs, []Option{WithTTL(2 * time.Millisecond)}},
+		{"drift factor 1", bs, []Option{WithDriftFactor(1)}},
+		{"negative drift factor", bs, []Option{WithDriftFactor(-0.1)}},
+		{"nil strategy", bs, []Option{WithStrategy(nil)}},
+		{"negative retries", bs, []Option{WithStrategy(Retry(-1, time.Millisecond))}},
+		{"negative delay", bs, []Option{WithStrategy(Retry(1, -time.Millisecond))}},
+		{"nil clock", bs, []Option{WithClock(nil)}},
+		{"node timeout not below TTL", bs, []Option{WithTTL(time.Second), WithNodeTimeout(time.Second)}},
+		{"negative node timeout", bs, []Option{WithNodeTimeout(-1)}},
+	}
+	for _, c := range ctors {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.nodes, c.opts...)
+			assert.ErrorIs(t, err, ErrInvalid)
+			if len(c.nodes) == 1 {
+				_, err = NewSingle(c.nodes[0], c.opts...)
+				assert.ErrorIs(t, err, ErrInvalid)
+			}
+			if len(c.nodes) > 1 && c.opts != nil { // the same options given per call
+				r, err := New(c.nodes)
+				require.NoError(t, err)
+				_, err = r.Lock(t.Context(), "k", c.opts...)
+				assert.ErrorIs(t, err, ErrInvalid)
+			}
+		})
+	}
+
+	r, err := New(bs)
+	require.NoError(t, err)
+	_, err = r.Lock(t.Context(), "")
+	assert.ErrorIs(t, err, ErrInvalid)
+	//lint:ignore SA1012 a nil context is the bad input under test
+	_, err = r.Lock(nil, "k") //nolint:staticcheck
+	assert.ErrorIs(t, err, ErrInvalid)
+	for _, m := range ms {
+		assert.Empty(t, m.Keys(), "bad input must not touch the nodes")
+	}
+
+	_, err = NewSingle(good, WithDriftFactor(0.5), WithTTL(4*time.Millisecond)) // drift 4 ms
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "drift")
+}
+
+func TestEvenNodeCountWorks(t *testing.T) {
+	ms, bs := minis(t, 4)
+	r, err := New(bs, WithStrategy(Reject()))
+	require.NoError(t, err)
+	ms[0].Close()
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err, "4 nodes need 3: one may fail")
+	require.NoError(t, l.Unlock(t.Context()))
+	ms[1].Close()
+	_, err = r.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrUnavailable, "4 nodes tolerate no more failures than 3 do")
+}
+
+func TestQuorumRule(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
+		assert.Equal(t, want, quorum(n), "N=%d", n)
+	}
+}
+
+func TestErrorsCompose(t *testing.T) {
+	assert.True(t, errors.Is(ErrTimeout, ErrNotAcquired))
+	assert.False(t, errors.Is(ErrNotAcquired, ErrTimeout))
+	assert.False(t, errors.Is(ErrUnavailable, ErrNotAcquired))
+}

@@ -1,0 +1,111 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The quorum rule. A lock over N independent nodes is held when a majority,
+// N/2+1, granted it within its validity; two holders would need two
+// disjoint majorities, which cannot exist. With N = 5 the lock survives two
+// lost nodes; N = 4 also needs 3 and so survives only one, which is why odd
+// N is preferred: the extra even node adds cost and no tolerance.
+func quorum(n int) int { return n/2 + 1 }
+
+// driftFor is the clock-drift allowance: ttl·factor plus 2 ms for the
+// millisecond granularity of Redis expiry. Nodes whose clocks run faster
+// than ours by more than this break the safety argument.
+func driftFor(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
+}
+
+// validity is what is left of a lock whose keys were set with ttl during a
+// round that took elapsed: TTL − elapsed − drift. Every node's key was set
+// after the round started, so each lives at least until start + ttl on the
+// node's clock; we claim only start + ttl − drift on ours. Only a positive
+// validity grants the lock.
+func validity(ttl, elapsed, drift time.Duration) time.Duration {
+	return ttl - elapsed - drift
+}
+
+// nodeCall is one operation on one node.
+type nodeCall func(ctx context.Context, b Backend) (bool, error)
+
+// round is the outcome of one operation sent to every node: per node, nil
+// when it agreed, the refusal sentinel when it answered no, or the error.
+type round struct {
+	nodes   []Backend
+	errs    []error
+	granted int
+}
+
+// fanOut runs call on every node concurrently, each bounded by timeout, and
+// returns when all have answered or timed out. No goroutine outlives it.
+// refused is the error recorded for a node that answered no.
+func fanOut(ctx context.Context, nodes []Backend, timeout time.Duration, refused error, call nodeCall) round {
+	r := round{nodes: nodes, errs: make([]error, len(nodes))}
+	one := func(i int) {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		ok, err := call(cctx, nodes[i])
+		cancel()
+		if err == nil && !ok {
+			err = refused
+		}
+		r.errs[i] = err
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(nodes); i++ {
+		wg.Go(func() { one(i) })
+	}
+	one(0) // the calling goroutine does one node's work itself
+	wg.Wait()
+	for _, err := range r.errs {
+		if err == nil {
+			r.granted++
+		}
+	}
+	return r
+}
+
+// quorumError describes a round that did not grant op.
+func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
+	e := &QuorumError{Op: op, Key: key, Nodes: len(r.nodes), Quorum: quorum(len(r.nodes)),
+		Granted: r.granted, Validity: left}
+	for i, err := range r.errs {
+		if err != nil {
+			e.Failed = append(e.Failed, NodeError{Node: r.nodes[i].Name(), Err: err})
+		}
+	}
+	return e
+}
+
+// releaseAll runs release.lua on every node, with a context that survives
+// the caller's cancellation (a cancelled request must still let go of its
+// lock) but is bounded by the per-node timeout.
+func releaseAll(ctx context.Context, nodes []Backend, timeout time.Duration, key, token string) round {
+	return fanOut(context.WithoutCancel(ctx), nodes, timeout, ErrNotHeld,
+		func(ctx context.Context, b Backend) (bool, error) { return b.Release(ctx, key, token) })
+}
+
+// checkNodes validates a node list for New and NewSingle.
+func checkNodes(nodes []Backend) error {
+	if len(nodes) == 0 {
+		return invalidf("no nodes")
+	}
+	seen := make(map[string]int, len(nodes))
+	for i, b := range nodes {
+		if b == nil {
+			return invalidf("node %d is nil", i)
+		}
+		name := b.Name()
+		if j, dup := seen[name]; dup {
+			return invalidf("nodes %d and %d are the same node %q", j, i, name)
+		}
+		seen[name] = i
+		if g, ok := b.(*goRedis); ok && !g.contextTimeouts() {
+			return invalidf("node %q: the go-redis client needs ContextTimeoutEnabled: true so the per-node timeout bounds each call", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+// Package redlock is a distributed mutual-exclusion lock over Redis: a
+// single-instance locker ([Single]) and the Redlock algorithm over N
+// independent masters ([Redlock]), behind one pluggable [Backend] and one
+// retry strategy engine.
+//
+// A lock is acquired with SET key token NX PX ttl (one atomic command) and a
+// random token per acquisition; it is released by a Lua compare-and-delete
+// (release.lua) so a holder can never delete someone else's lock.
+//
+// # Safety assumptions
+//
+// A Redlock is safe while (1) the nodes' clocks run at the same rate as the
+// client's within the drift factor, and (2) a node that restarts either
+// keeps its data (AOF with fsync) or stays down for at least the TTL before
+// it rejoins. Break (1) and a node may expire a key early; break (2) and a
+// node forgets a key it granted. Either lets a second client assemble a
+// quorum while the first still believes it holds the lock. No lock can
+// protect a holder that pauses (GC, swap) past its validity; fencing
+// tokens let the protected resource reject such a stale holder.
+package redlock
+
+import (
+	"context"
+)
+
+// A Locker acquires locks. *Single and *Redlock implement it, so code can
+// be written against one node and deployed on five.
+type Locker interface {
+	// Lock acquires key, following the strategy when it is held. It
+	// returns a *Lock valid until its Until, or an error matching
+	// ErrNotAcquired, ErrTimeout, ErrUnavailable or ErrInvalid.
+	Lock(ctx context.Context, key string, opts ...Option) (*Lock, error)
+}
+
+// Redlock is the Redlock algorithm over N independent Redis masters. Lock
+// sets the key on all nodes concurrently, each call bounded by the per-node
+// timeout, and grants the lock when a quorum (N/2+1) agreed and validity
+// (TTL − elapsed − drift) is left; otherwise it releases at once on the
+// nodes that granted or may have, and follows the strategy.
+//
+// Use an odd N: N = 2f+1 survives f failed nodes, and N = 2f+2 survives no
+// more while costing one node more.
+type Redlock struct {
+	nodes []Backend
+	cfg   config
+}
+
+// New returns a Redlock over nodes, which must be non-nil, distinct (by
+// Name) and independent masters. opts are the defaults for every Lock.
+func New(nodes []Backend, opts ...Option) (*Redlock, error) {
+	cfg, err := setup(nodes, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Redlock{nodes: append([]Backend(nil), nodes...), cfg: cfg}, nil
+}
+
+// Lock acquires key on a quorum of the nodes. Cancelling ctx stops waiting
+// at once (an in-flight round is bounded by the per-node timeout) and
+// returns an error that matches both ErrNotAcquired and ctx's error.
+func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return acquire(ctx, r.nodes, r.cfg, key, opts)
+}

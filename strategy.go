@@ -1,0 +1,71 @@
+package redlock
+
+import (
+	"fmt"
+	"time"
+)
+
+// Strategy decides what Lock does when the lock is held by someone else.
+// It is consulted after every failed attempt; attempt 0 always happens.
+//
+// Backoff is called with retry = 0 after the first failed attempt, 1 after
+// the second, and so on. It returns how long to wait before the next
+// attempt, or ok = false to give up.
+type Strategy interface {
+	Backoff(retry int) (delay time.Duration, ok bool)
+}
+
+// Reject returns the strategy that fails at once with ErrNotAcquired when
+// the lock is held: one attempt, no waiting.
+func Reject() Strategy { return reject{} }
+
+type reject struct{}
+
+func (reject) Backoff(int) (time.Duration, bool) { return 0, false }
+func (reject) String() string                    { return "reject" }
+
+// Retry returns the strategy that makes a first attempt and then up to
+// retries more, waiting baseDelay·2^i before retry i. Retry(3, 100ms)
+// waits 100 ms, 200 ms and 400 ms, then gives up with ErrTimeout. The
+// delays are exact (no jitter): a waiter is woken earlier only by a
+// release notification, never later than documented.
+//
+// Negative arguments are reported by New, NewSingle or Lock as ErrInvalid.
+func Retry(retries int, baseDelay time.Duration) Strategy {
+	return retry{retries: retries, base: baseDelay}
+}
+
+// DefaultRetries and DefaultRetryDelay are the Retry parameters used when
+// no strategy is given: 100, 200 and 400 ms, as in the seed configuration.
+const (
+	DefaultRetries    = 3
+	DefaultRetryDelay = 100 * time.Millisecond
+)
+
+type retry struct {
+	retries int
+	base    time.Duration
+}
+
+func (r retry) Backoff(n int) (time.Duration, bool) {
+	if n < 0 || n >= r.retries {
+		return 0, false
+	}
+	const maxDelay = time.Duration(1<<63 - 1)
+	if n >= 63 || r.base > maxDelay>>n {
+		return maxDelay, true
+	}
+	return r.base << n, true
+}
+
+func (r retry) String() string { return fmt.Sprintf("retry(%d, %v)", r.retries, r.base) }
+
+func (r retry) validate() error {
+	if r.retries < 0 {
+		return invalidf("negative retry count %d", r.retries)
+	}
+	if r.base < 0 {
+		return invalidf("negative retry delay %v", r.base)
+	}
+	return nil
+}
