@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// demo plays the seed's scenario: workers updating supplier "abc" take turns,
+// a worker on "xyz" runs beside them; then masters fail one by one.
+func demo(args []string) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	addrs := fs.String("addrs", "", "comma-separated host:port of real Redis masters (default: five in-process nodes)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cl, err := newDemoCluster(*addrs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	defer cl.close()
+	locker, err := redlock.New(cl.backends(), redlock.WithTTL(2*time.Second),
+		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithStrategy(redlock.Retry(6, 20*time.Millisecond)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	fmt.Printf("%d masters (%s), quorum %d\n", len(cl.nodes), cl.kind, len(cl.nodes)/2+1)
+
+	var st stats
+	fmt.Println("\n1. three workers update supplier abc, one updates supplier xyz")
+	st.workers(locker, map[string]int{"supplier:abc": 3, "supplier:xyz": 1})
+
+	fmt.Println("\n2. two masters stopped")
+	cl.stop(0)
+	cl.stop(1)
+	st.workers(locker, map[string]int{"supplier:abc": 2})
+
+	fmt.Println("\n3. a third master stopped: no quorum can be reached")
+	cl.stop(2)
+	_, err = locker.Lock(context.Background(), "supplier:abc", redlock.WithStrategy(redlock.Reject()))
+	fmt.Printf("   Lock: %v\n   errors.Is(err, ErrUnavailable) = %v\n", err, errors.Is(err, redlock.ErrUnavailable))
+	if !errors.Is(err, redlock.ErrUnavailable) {
+		st.violations.Add(1)
+	}
+
+	fmt.Println("\n4. masters restarted")
+	for i := range 3 {
+		if err := cl.start(i); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			return 1
+		}
+	}
+	st.workers(locker, map[string]int{"supplier:abc": 2, "supplier:xyz": 1})
+
+	fmt.Printf("\nsummary: %d acquisitions, %d conflicts (attempts that found the record busy and waited), %d gave up, %d violations\n",
+		st.acquired.Load(), st.conflicts.Load(), st.gaveUp.Load(), st.violations.Load())
+	if st.violations.Load() != 0 {
+		return 1
+	}
+	return 0
+}
+
+type stats struct {
+	acquired, conflicts, gaveUp, violations atomic.Int64
+}
+
+// workers runs n workers per record, each updating its record three times
+// under the lock, and checks that no two were inside one record at once.
+func (st *stats) workers(locker redlock.Locker, perRecord map[string]int) {
+	var wg sync.WaitGroup
+	inside := map[string]*atomic.Int32{}
+	for rec := range perRecord {
+		inside[rec] = new(atomic.Int32)
+	}
+	id := 0
+	for rec, n := range perRecord {
+		for range n {
+			id++
+			name := fmt.Sprintf("worker-%d", id)
+			wg.Go(func() {
+				for range 3 {
+					st.update(locker, name, rec, inside[rec])
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+func (st *stats) update(locker redlock.Locker, worker, rec string, inside *atomic.Int32) {
+	start := time.Now()
+	waited := redlock.Retry(6, 20*time.Millisecond)
+	lock, err := locker.Lock(context.Background(), rec, redlock.WithStrategy(countingStrategy{waited, &st.conflicts}))
+	if err != nil {
+		st.gaveUp.Add(1)
+		fmt.Printf("   %-9s %-13s gave up: %v\n", worker, rec, err)
+		return
+	}
+	if inside.Add(1) != 1 {
+		st.violations.Add(1)
+	}
+	st.acquired.Add(1)
+	fmt.Printf("   %-9s %-13s locked after %3dms, updating\n", worker, rec, time.Since(start).Milliseconds())
+	time.Sleep(30 * time.Millisecond) // the UPDATE
+	inside.Add(-1)
+	if err := lock.Unlock(context.Background()); err != nil {
+		fmt.Printf("   %-9s %-13s unlock: %v\n", worker, rec, err)
+	}
+}
+
+// countingStrategy counts how often a worker found the record busy.
+type countingStrategy struct {
+	redlock.Strategy
+	n *atomic.Int64
+}
+
+func (c countingStrategy) Backoff(retry int) (time.Duration, bool) {
+	c.n.Add(1)
+	return c.Strategy.Backoff(retry)
+}
+
+// demoCluster is the demo's masters: in-process nodes it can really stop
+// and restart, or the user's servers, whose loss it simulates.
+type demoCluster struct {
+	kind  string
+	nodes []*demoNode
+}
+
+type demoNode struct {
+	mini    *miniredis.Miniredis // nil for a real server
+	addr    string
+	client  *redis.Client
+	stopped atomic.Bool
+}
+
+func newDemoCluster(addrs string) (*demoCluster, error) {
+	cl := &demoCluster{kind: "in-process miniredis"}
+	if addrs == "" {
+		for range 5 {
+			m := miniredis.NewMiniRedis()
+			if err := m.Start(); err != nil {
+				cl.close()
+				return nil, err
+			}
+			cl.nodes = append(cl.nodes, &demoNode{mini: m, addr: m.Addr()})
+		}
+	} else {
+		cl.kind = "real servers; stops are simulated"
+		for _, a := range strings.Split(addrs, ",") {
+			cl.nodes = append(cl.nodes, &demoNode{addr: strings.TrimSpace(a)})
+		}
+	}
+	for _, n := range cl.nodes {
+		n.client = redis.NewClient(&redis.Options{Addr: n.addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	}
+	for _, n := range cl.nodes {
+		if err := n.client.Ping(context.Background()).Err(); err != nil {
+			cl.close()
+			return nil, fmt.Errorf("master %s: %w", n.addr, err)
+		}
+	}
+	return cl, nil
+}
+
+func (cl *demoCluster) backends() []redlock.Backend {
+	bs := make([]redlock.Backend, len(cl.nodes))
+	for i, n := range cl.nodes {
+		bs[i] = &stoppable{Backend: redlock.NewBackend(n.client), node: n}
+	}
+	return bs
+}
+
+func (cl *demoCluster) stop(i int) {
+	n := cl.nodes[i]
+	n.stopped.Store(true)
+	if n.mini != nil {
+		n.mini.Close()
+	}
+	fmt.Printf("   stopped master %s\n", n.addr)
+}
+
+func (cl *demoCluster) start(i int) error {
+	n := cl.nodes[i]
+	if n.mini != nil {
+		if err := n.mini.Restart(); err != nil {
+			return err
+		}
+	}
+	n.stopped.Store(false)
+	fmt.Printf("   restarted master %s\n", n.addr)
+	return nil
+}
+
+func (cl *demoCluster) close() {
+	for _, n := range cl.nodes {
+		if n.client != nil {
+			n.client.Close()
+		}
+		if n.mini != nil {
+			n.mini.Close()
+		}
+	}
+}
+
+// stoppable fails every call while its node is stopped, which for a real
+// server simulates losing it.
+type stoppable struct {
+	redlock.Backend
+	node *demoNode
+}
+
+var errStopped = errors.New("master stopped")
+
+func (s *stoppable) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if s.node.stopped.Load() {
+		return false, errStopped
+	}
+	return s.Backend.Acquire(ctx, key, token, ttl)
+}
+
+func (s *stoppable) Release(ctx context.Context, key, token string) (bool, error) {
+	if s.node.stopped.Load() {
+		return false, errStopped
+	}
+	return s.Backend.Release(ctx, key, token)
+}
+
+func (s *stoppable) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if s.node.stopped.Load() {
+		return false, errStopped
+	}
+	return s.Backend.Extend(ctx, key, token, ttl)
+}

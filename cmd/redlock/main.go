@@ -1,0 +1,35 @@
+// Command redlock shows and measures the redlock library.
+//
+//	redlock demo [--addrs host:port,...]   workers serialising on one record, then node failures
+//
+// Each subcommand prints its own flags with -h.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// commands maps a subcommand to its entry point, which gets the arguments
+// after the subcommand's name and returns the process exit status.
+var commands = map[string]func(args []string) int{
+	"demo": demo,
+}
+
+func main() {
+	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
+		usage()
+		os.Exit(2)
+	}
+	os.Exit(commands[os.Args[1]](os.Args[2:]))
+}
+
+func usage() {
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(os.Stderr, "usage: redlock <command> [flags]\ncommands: %v\n", names)
+}

@@ -1,0 +1,163 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// realNodes starts n redis-server processes and returns a Backend for each.
+// Without redis-server on PATH the test skips, or fails when
+// REDLOCK_REQUIRE_REDIS=1.
+func realNodes(t *testing.T, n int) (*redisserver.Cluster, []Backend) {
+	t.Helper()
+	c := redisserver.Start(t, n)
+	bs := make([]Backend, n)
+	for i, addr := range c.Addrs() {
+		bs[i] = NewBackend(client(t, addr))
+	}
+	return c, bs
+}
+
+func lockerFor(t *testing.T, bs []Backend, opts ...Option) Locker {
+	t.Helper()
+	if len(bs) == 1 {
+		s, err := NewSingle(bs[0], opts...)
+		require.NoError(t, err)
+		return s
+	}
+	r, err := New(bs, opts...)
+	require.NoError(t, err)
+	return r
+}
+
+func TestRealServersLockUnlock(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			lk := lockerFor(t, bs, WithTTL(5*time.Second), WithStrategy(Reject()))
+			l, err := lk.Lock(t.Context(), "order:42")
+			require.NoError(t, err)
+			_, err = lk.Lock(t.Context(), "order:42")
+			assert.ErrorIs(t, err, ErrNotAcquired, "a held key is refused")
+			other, err := lk.Lock(t.Context(), "order:43")
+			require.NoError(t, err, "another key is independent")
+			require.NoError(t, l.Extend(t.Context(), 5*time.Second))
+			require.NoError(t, l.Unlock(t.Context()))
+			require.NoError(t, other.Unlock(t.Context()))
+			l, err = lk.Lock(t.Context(), "order:42")
+			require.NoError(t, err, "released keys can be taken again")
+			require.NoError(t, l.Unlock(t.Context()))
+		})
+	}
+}
+
+// TestRealServersContention runs goroutines that each increment a shared
+// counter non-atomically (load, yield, store) under the lock: any overlap
+// loses an update, so the exact final count proves mutual exclusion.
+func TestRealServersContention(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			lk := lockerFor(t, bs, WithTTL(5*time.Second), WithStrategy(Retry(30, time.Millisecond)))
+			const workers, rounds = 8, 25
+			var counter, inside, overlaps atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, workers*rounds)
+			for range workers {
+				wg.Go(func() {
+					for range rounds {
+						l, err := lk.Lock(t.Context(), "counter")
+						if err != nil {
+							errs <- err
+							continue
+						}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						v := counter.Load()
+						runtime.Gosched()
+						counter.Store(v + 1)
+						inside.Add(-1)
+						if err := l.Unlock(t.Context()); err != nil {
+							errs <- err
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			failed := 0
+			for err := range errs {
+				require.ErrorIs(t, err, ErrTimeout, "the only acceptable failure is a wait that timed out")
+				failed++
+			}
+			assert.Zero(t, overlaps.Load())
+			assert.Equal(t, int64(workers*rounds-failed), counter.Load(), "every update under the lock counted exactly once")
+			assert.Less(t, failed, workers*rounds/2, "most acquisitions succeed")
+		})
+	}
+}
+
+func TestRealServersMinorityDown(t *testing.T) {
+	c, bs := realNodes(t, 5)
+	r, err := New(bs, WithTTL(2*time.Second), WithNodeTimeout(200*time.Millisecond), WithStrategy(Reject()))
+	require.NoError(t, err)
+
+	c.Servers[0].Kill()
+	c.Servers[1].Kill()
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err, "3 of 5 masters are a quorum")
+	_, err = r.Lock(t.Context(), "k")
+	require.ErrorIs(t, err, ErrNotAcquired, "and the lock still excludes")
+	require.NoError(t, l.Unlock(t.Context()))
+
+	c.Servers[2].Kill()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Lock(ctx, "k", WithStrategy(Retry(100, 20*time.Millisecond)))
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second): // a watchdog against a hang, not a timing claim
+		t.Fatal("Lock did not return after its context deadline")
+	}
+	assert.ErrorIs(t, err, ErrUnavailable, "3 of 5 down: unavailable, not busy")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	_, err = r.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.NotErrorIs(t, err, ErrNotAcquired)
+
+	// Goroutines are checked for leaks after all tests (TestMain); here,
+	// the masters come back (empty, as after a restart without data) and
+	// the service resumes.
+	for _, s := range c.Servers[:3] {
+		s.Restart(t)
+	}
+	l, err = r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+func TestRealServersPausedNodeIsBoundedByNodeTimeout(t *testing.T) {
+	c, bs := realNodes(t, 3)
+	r, err := New(bs, WithTTL(5*time.Second), WithNodeTimeout(100*time.Millisecond), WithStrategy(Reject()))
+	require.NoError(t, err)
+	c.Servers[0].Pause()
+	defer c.Servers[0].Resume()
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err, "a stalled master costs one node timeout, not the lock")
+	require.NoError(t, l.Unlock(t.Context()))
+}
