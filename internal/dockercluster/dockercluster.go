@@ -9,7 +9,7 @@
 //
 // Clients should use Node.Addr: an in-process TCP forwarder on 127.0.0.1 in
 // front of the published port (Node.DockerAddr). It never changes address and
-// implements AddLatency: the kernel this runs on in CI has no sch_netem, so
+// implements AddLatency: the development VM's kernel has no sch_netem, so
 // "tc qdisc ... netem delay" fails with "Specified qdisc kind is unknown" and
 // the delay is injected in user space instead, on new and open connections.
 //
@@ -28,8 +28,8 @@
 //   - Disconnect: docker network disconnect. Docker removes the port mapping
 //     and stops docker-proxy, so this fails fast exactly like Kill (open
 //     connection EOF, new one reset / refused), but Redis keeps running with
-//     its data and its keys keep expiring. (Without the userland proxy,
-//     iptables DNAT only, open connections would hang instead.)
+//     its data and its keys keep expiring. (Not checked with the userland
+//     proxy disabled, where open connections might hang instead.)
 //   - Partition: iptables DROP for tcp/6379 inside the container's network
 //     namespace. New connections are still accepted (by docker-proxy) and
 //     every command hangs, on open connections too: packets vanish. After
@@ -353,7 +353,9 @@ func (n *Node) Reconnect(t testing.TB) {
 
 // Partition drops every packet to tcp/6379 inside the container's network
 // namespace (iptables DROP via nsenter): clients hang instead of failing fast.
-// Needs root, nsenter and iptables on the host.
+// Needs root, nsenter and iptables on the host. The rule lives in the
+// container's network namespace, which Docker recreates on Kill/Start, so a
+// restarted node is no longer partitioned.
 func (n *Node) Partition(t testing.TB) {
 	t.Helper()
 	n.nsenter(t, "iptables", "-w", "-I", "INPUT", "-p", "tcp", "--dport", "6379", "-j", "DROP")
