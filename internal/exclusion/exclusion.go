@@ -1,0 +1,266 @@
+// Package exclusion checks mutual exclusion in fault tests: clients record
+// every critical section they ran under a lock, and the Checker fails the
+// test when two holders of one key were inside at the same time while both
+// still believed their lock valid.
+//
+// A section counts from the moment Lock returned to the earlier of the
+// moment the holder left it and the lock's Until: a holder that overstays
+// its validity is warned by the API (Unlock returns ErrNotHeld) and is not
+// a violation of the lock. All times are read from the test process's
+// monotonic clock ([time.Now]), the same clock the locker computes Until
+// from, so intervals recorded by different goroutines compare exactly.
+//
+// Recording is causal, so back-to-back holders never look overlapping:
+// Enter is called after Lock returned and Exit before Unlock is called, and
+// the next holder's SET can only succeed after that Unlock deleted the key.
+//
+// The package does not import the lock package (the root package's tests
+// use it), so callers classify failed Lock calls themselves with Fail.
+package exclusion
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Outcome classifies a Lock call that did not grant the lock.
+type Outcome int
+
+const (
+	// Conflict: the lock was held by someone else (ErrNotAcquired, and
+	// ErrTimeout when retries ran out). Expected under contention.
+	Conflict Outcome = iota
+	// Unavailable: too few nodes answered (ErrUnavailable). Expected only
+	// while a majority is down.
+	Unavailable
+	// Deadline: the caller's context ended first.
+	Deadline
+	// Other: any other error. Fault tests normally assert there are none.
+	Other
+	numOutcomes
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Conflict:
+		return "conflict"
+	case Unavailable:
+		return "unavailable"
+	case Deadline:
+		return "deadline"
+	case Other:
+		return "other"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Section is one critical section: Holder held Key from Start until End,
+// believing the lock valid until Until.
+type Section struct {
+	Key    string
+	Holder string
+	Start  time.Time // Lock returned
+	End    time.Time // left the section; zero while still inside
+	Until  time.Time // the lock's validity as the holder saw it
+}
+
+// ValidEnd is when the section stops counting: the earlier of End and
+// Until (Until alone while the holder is still inside).
+func (s Section) ValidEnd() time.Time {
+	if s.End.IsZero() || s.Until.Before(s.End) {
+		return s.Until
+	}
+	return s.End
+}
+
+// Overlap is a violation: two holders of one key, both inside and both
+// believing their lock valid during [From, To).
+type Overlap struct {
+	A, B     Section
+	From, To time.Time
+}
+
+func (o Overlap) String() string {
+	return fmt.Sprintf("key %q: %s and %s both held it for %v", o.A.Key, o.A.Holder, o.B.Holder, o.To.Sub(o.From))
+}
+
+// Stats are the counts of one scenario.
+type Stats struct {
+	Acquisitions int // critical sections entered
+	Conflicts    int
+	Unavailable  int
+	Deadlines    int
+	Other        int
+	Overlaps     int
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("acquisitions=%d conflicts=%d unavailable=%d deadlines=%d other=%d overlaps=%d",
+		s.Acquisitions, s.Conflicts, s.Unavailable, s.Deadlines, s.Other, s.Overlaps)
+}
+
+// Checker collects critical sections and failed calls from any number of
+// goroutines. The zero value is not usable; call New.
+type Checker struct {
+	mu       sync.Mutex
+	sections []*Section
+	failed   [numOutcomes]int
+	errs     []error // the first few Other errors, for the report
+}
+
+// New returns an empty Checker.
+func New() *Checker { return &Checker{} }
+
+// Enter records that holder got key and is entering its critical section
+// now, with the lock valid until until. Call it right after Lock returned
+// and call Exit on the result before Unlock.
+func (c *Checker) Enter(key, holder string, until time.Time) *Entry {
+	s := &Section{Key: key, Holder: holder, Start: time.Now(), Until: until}
+	c.mu.Lock()
+	c.sections = append(c.sections, s)
+	c.mu.Unlock()
+	return &Entry{c: c, s: s}
+}
+
+// Entry is a critical section in progress.
+type Entry struct {
+	c *Checker
+	s *Section
+}
+
+// Exit records that the holder left the critical section now. Later calls
+// do nothing.
+func (e *Entry) Exit() {
+	now := time.Now()
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if e.s.End.IsZero() {
+		e.s.End = now
+	}
+}
+
+// Record adds a finished section with explicit times, for sections
+// measured elsewhere and for testing the checker itself.
+func (c *Checker) Record(s Section) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sections = append(c.sections, &s)
+}
+
+// Fail counts a Lock call that did not grant the lock. err is kept for the
+// report when the outcome is Other.
+func (c *Checker) Fail(o Outcome, err error) {
+	if o < 0 || o >= numOutcomes {
+		o = Other
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed[o]++
+	if o == Other && len(c.errs) < 5 {
+		c.errs = append(c.errs, err)
+	}
+}
+
+// Sections returns a copy of every recorded section, in recording order.
+func (c *Checker) Sections() []Section {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Section, len(c.sections))
+	for i, s := range c.sections {
+		out[i] = *s
+	}
+	return out
+}
+
+// Overlaps returns every pair of sections of one key, held by different
+// holders, whose valid intervals [Start, ValidEnd) intersect. Touching
+// intervals (one ends exactly when the next starts) do not overlap.
+func (c *Checker) Overlaps() []Overlap {
+	byKey := map[string][]Section{}
+	for _, s := range c.Sections() {
+		byKey[s.Key] = append(byKey[s.Key], s)
+	}
+	var out []Overlap
+	for _, ss := range byKey {
+		slices.SortFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
+		// Sweep by start: every earlier section still valid at s.Start
+		// overlaps s. active holds the earlier sections not yet known to
+		// have ended before the current start.
+		var active []Section
+		for _, s := range ss {
+			kept := active[:0]
+			for _, a := range active {
+				if a.ValidEnd().After(s.Start) {
+					kept = append(kept, a)
+				}
+			}
+			active = kept
+			for _, a := range active {
+				if a.Holder != s.Holder && s.ValidEnd().After(s.Start) {
+					out = append(out, Overlap{A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd())})
+				}
+			}
+			active = append(active, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b Overlap) int { return a.From.Compare(b.From) })
+	return out
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// Stats returns the counts so far. Overlaps are computed from the sections
+// recorded so far.
+func (c *Checker) Stats() Stats {
+	n := len(c.Overlaps())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{
+		Acquisitions: len(c.sections),
+		Conflicts:    c.failed[Conflict],
+		Unavailable:  c.failed[Unavailable],
+		Deadlines:    c.failed[Deadline],
+		Other:        c.failed[Other],
+		Overlaps:     n,
+	}
+}
+
+// Report logs a one-line summary of the scenario and returns the stats,
+// without judging them: for a scenario built to break exclusion, whose
+// test asserts that overlaps were seen.
+func (c *Checker) Report(t testing.TB, scenario string) Stats {
+	t.Helper()
+	st := c.Stats()
+	t.Logf("%s: %v", scenario, st)
+	return st
+}
+
+// Verify is Report, and fails t for every overlap (the first ten are
+// described) and for every Other error: what every fault scenario that
+// claims safety calls at its end.
+func (c *Checker) Verify(t testing.TB, scenario string) Stats {
+	t.Helper()
+	st := c.Report(t, scenario)
+	for i, o := range c.Overlaps() {
+		if i == 10 {
+			t.Errorf("%s: ... and %d more overlaps", scenario, st.Overlaps-10)
+			break
+		}
+		t.Errorf("%s: mutual exclusion violated: %v", scenario, o)
+	}
+	c.mu.Lock()
+	errs := slices.Clone(c.errs)
+	c.mu.Unlock()
+	if st.Other > 0 {
+		t.Errorf("%s: %d unexpected Lock errors, first: %v", scenario, st.Other, errs)
+	}
+	return st
+}
