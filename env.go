@@ -1,0 +1,316 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The environment variables read by LoadConfig. Their meaning and defaults
+// follow the framework documentation the library was written for; NODES is
+// this library's addition, since the lock needs to know where Redis is.
+const (
+	EnvEnabled    = "LOCK_DISTRIBUTED_ENABLED"     // true or false; default false
+	EnvStrategy   = "LOCK_DISTRIBUTED_STRATEGY"    // retry or reject; default retry
+	EnvTTL        = "LOCK_DISTRIBUTED_TTL"         // whole seconds; default 10
+	EnvRetry      = "LOCK_DISTRIBUTED_RETRY"       // retries after the first attempt; default 3
+	EnvRetryDelay = "LOCK_DISTRIBUTED_RETRY_DELAY" // milliseconds before the first retry; default 100
+	EnvNodes      = "LOCK_DISTRIBUTED_NODES"       // comma-separated redis:// URLs
+)
+
+// Strategy names accepted in Config.Strategy and LOCK_DISTRIBUTED_STRATEGY.
+const (
+	StrategyRetry  = "retry"
+	StrategyReject = "reject"
+)
+
+// Config is a locker described the way an application's deployment
+// describes it: by LOCK_DISTRIBUTED_* variables. LoadConfig fills it from
+// the environment (or any lookup function, so tests never touch the
+// process environment), and Open turns it into a Locker.
+//
+// A Config built by hand must set every field a locker needs: Open does
+// not fill in defaults, it refuses a zero TTL or an empty Strategy.
+type Config struct {
+	// Enabled switches distributed locking on. When it is false Open
+	// returns a locker that grants every lock at once without any Redis,
+	// so the same application code runs on a laptop and in a cluster.
+	Enabled bool
+	// Strategy is StrategyRetry (wait with exponential backoff) or
+	// StrategyReject (fail at once when the lock is held).
+	Strategy string
+	// TTL is how long a lock lives on Redis before it expires by itself.
+	TTL time.Duration
+	// Retries is how many attempts follow the first one under
+	// StrategyRetry. Ignored by StrategyReject.
+	Retries int
+	// RetryDelay is the wait before the first retry; retry i waits
+	// RetryDelay·2^i. Ignored by StrategyReject.
+	RetryDelay time.Duration
+	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
+	// in the syntax of redis.ParseURL. One URL gives a Single locker,
+	// several a Redlock over independent masters. Required when Enabled.
+	Nodes []string
+}
+
+// EnvError reports a malformed configuration variable. It matches
+// ErrInvalid, and also the parse error underneath (such as
+// strconv.ErrSyntax) when there is one.
+type EnvError struct {
+	Var   string // the variable, e.g. "LOCK_DISTRIBUTED_TTL"
+	Value string // its value as found
+	Err   error  // what is wrong with it
+}
+
+func (e *EnvError) Error() string {
+	return fmt.Sprintf("redlock: invalid %s=%q: %v", e.Var, e.Value, e.Err)
+}
+
+// Unwrap returns ErrInvalid and the underlying error.
+func (e *EnvError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// LoadConfig reads the LOCK_DISTRIBUTED_* variables through lookup (use
+// os.LookupEnv, or EnvLookup to add .env files) and returns the Config
+// they describe. An unset variable, or one set to the empty string or to
+// blanks only, takes its default:
+//
+//	LOCK_DISTRIBUTED_ENABLED      false   true/false, 1/0, t/f (strconv.ParseBool)
+//	LOCK_DISTRIBUTED_STRATEGY     retry   retry or reject, any case
+//	LOCK_DISTRIBUTED_TTL          10      seconds, a positive integer
+//	LOCK_DISTRIBUTED_RETRY        3       a non-negative integer
+//	LOCK_DISTRIBUTED_RETRY_DELAY  100     milliseconds, a non-negative integer
+//	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis URLs
+//
+// Every variable is checked even when locking is disabled or the strategy
+// ignores it, so a typo is found on the laptop and not in production. A
+// malformed value is an *EnvError naming the variable and the value; it
+// matches ErrInvalid. LOCK_DISTRIBUTED_ENABLED=true without NODES is an
+// error too.
+func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	if lookup == nil {
+		return Config{}, invalidf("nil lookup function")
+	}
+	get := func(name string) (string, string, bool) {
+		raw, ok := lookup(name)
+		v := strings.TrimSpace(raw)
+		return raw, v, ok && v != ""
+	}
+	c := Config{
+		Strategy:   StrategyRetry,
+		TTL:        DefaultTTL,
+		Retries:    DefaultRetries,
+		RetryDelay: DefaultRetryDelay,
+	}
+	bad := func(name, raw string, err error) (Config, error) {
+		return Config{}, &EnvError{Var: name, Value: raw, Err: err}
+	}
+
+	if raw, v, ok := get(EnvEnabled); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(EnvEnabled, raw, errors.New("want true or false"))
+		}
+		c.Enabled = b
+	}
+	if raw, v, ok := get(EnvStrategy); ok {
+		switch s := strings.ToLower(v); s {
+		case StrategyRetry, StrategyReject:
+			c.Strategy = s
+		default:
+			return bad(EnvStrategy, raw, errors.New("want retry or reject"))
+		}
+	}
+	if raw, v, ok := get(EnvTTL); ok {
+		d, err := parseCount(v, time.Second)
+		if err == nil && d == 0 {
+			err = errors.New("must be positive")
+		}
+		if err != nil {
+			return bad(EnvTTL, raw, err)
+		}
+		c.TTL = d
+	}
+	if raw, v, ok := get(EnvRetry); ok {
+		n, err := parseCount(v, 1)
+		if err != nil {
+			return bad(EnvRetry, raw, err)
+		}
+		c.Retries = int(n)
+	}
+	if raw, v, ok := get(EnvRetryDelay); ok {
+		d, err := parseCount(v, time.Millisecond)
+		if err != nil {
+			return bad(EnvRetryDelay, raw, err)
+		}
+		c.RetryDelay = d
+	}
+	if raw, v, ok := get(EnvNodes); ok {
+		for u := range strings.SplitSeq(v, ",") {
+			u = strings.TrimSpace(u)
+			if u == "" {
+				return bad(EnvNodes, raw, errors.New("empty URL in the list"))
+			}
+			if _, err := redis.ParseURL(u); err != nil {
+				return bad(EnvNodes, raw, fmt.Errorf("%q: %w", u, err))
+			}
+			c.Nodes = append(c.Nodes, u)
+		}
+	}
+	if c.Enabled && len(c.Nodes) == 0 {
+		raw, _ := lookup(EnvNodes)
+		return bad(EnvNodes, raw, fmt.Errorf("required when %s is true", EnvEnabled))
+	}
+	return c, nil
+}
+
+// parseCount parses a non-negative decimal integer (no sign, no unit) and
+// multiplies it by unit, refusing values that overflow a time.Duration.
+func parseCount(s string, unit time.Duration) (time.Duration, error) {
+	if s[0] == '+' || s[0] == '-' {
+		if s[0] == '-' {
+			return 0, errors.New("must not be negative")
+		}
+		return 0, errors.New("want a plain integer")
+	}
+	n, err := strconv.ParseUint(s, 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("want a non-negative integer: %w", err)
+	}
+	if n > uint64(math.MaxInt64/int64(unit)) {
+		return 0, errors.New("too large")
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// Options returns the locker options the Config describes: its TTL and
+// strategy. Use them to build a locker over Backends of your own.
+func (c Config) Options() []Option {
+	var s Strategy = Retry(c.Retries, c.RetryDelay)
+	if c.Strategy == StrategyReject {
+		s = Reject()
+	}
+	return []Option{WithTTL(c.TTL), WithStrategy(s)}
+}
+
+func (c Config) validate() error {
+	if c.Strategy != StrategyRetry && c.Strategy != StrategyReject {
+		return invalidf("Config.Strategy %q: want %q or %q", c.Strategy, StrategyRetry, StrategyReject)
+	}
+	if c.Enabled && len(c.Nodes) == 0 {
+		return invalidf("Config.Nodes: required when Enabled")
+	}
+	probe := defaultConfig().with(c.Options())
+	return probe.validate() // TTL, retries and delay, as Lock would check them
+}
+
+// Open returns the Locker the Config describes, and a Closer that closes
+// the Redis clients it created (call it when the application stops; it is
+// safe to call more than once). opts are appended after the Config's own
+// options, so they can add to them (WithNodeTimeout, for instance) or
+// override them.
+//
+// Enabled with one node gives a *Single, with several a *Redlock; each
+// client is made from its URL with redis.ParseURL and
+// ContextTimeoutEnabled set, as the lockers require. Disabled gives a
+// *Single over an in-process backend that grants every lock at once,
+// even one already held: the application's locking code runs unchanged,
+// without mutual exclusion and without Redis.
+//
+// Open does not contact Redis: an unreachable node shows up on the first
+// Lock as ErrUnavailable, not here.
+func (c Config) Open(opts ...Option) (Locker, io.Closer, error) {
+	if err := c.validate(); err != nil {
+		return nil, nil, err
+	}
+	opts = append(c.Options(), opts...)
+	if !c.Enabled {
+		s, err := NewSingle(alwaysGrant{}, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, closeFunc(func() error { return nil }), nil
+	}
+	clients := make([]*redis.Client, 0, len(c.Nodes))
+	closeAll := func() error {
+		var errs []error
+		for _, cl := range clients {
+			errs = append(errs, cl.Close())
+		}
+		return errors.Join(errs...)
+	}
+	nodes := make([]Backend, 0, len(c.Nodes))
+	for _, u := range c.Nodes {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			closeAll()
+			return nil, nil, &EnvError{Var: EnvNodes, Value: u, Err: err}
+		}
+		o.ContextTimeoutEnabled = true
+		cl := redis.NewClient(o)
+		clients = append(clients, cl)
+		nodes = append(nodes, NewBackend(cl))
+	}
+	var (
+		l   Locker
+		err error
+	)
+	if len(nodes) == 1 {
+		l, err = NewSingle(nodes[0], opts...)
+	} else {
+		l, err = New(nodes, opts...)
+	}
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	var once sync.Once
+	var cerr error
+	return l, closeFunc(func() error {
+		once.Do(func() { cerr = closeAll() })
+		return cerr
+	}), nil
+}
+
+// FromEnv is LoadConfig and Open in one call, reading the process
+// environment and then, for variables it does not set, the given .env
+// files (see EnvLookup).
+func FromEnv(dotenv ...string) (Locker, io.Closer, error) {
+	lookup, err := EnvLookup(dotenv...)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := LoadConfig(lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Open()
+}
+
+type closeFunc func() error
+
+func (f closeFunc) Close() error { return f() }
+
+// alwaysGrant is the backend of a disabled configuration: every lock is
+// granted, extended and released at once. Its Name cannot clash with a
+// real node, and it is never mixed with one.
+type alwaysGrant struct{}
+
+func (alwaysGrant) Name() string { return "disabled" }
+
+func (alwaysGrant) Acquire(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
+	return true, nil
+}
+
+func (alwaysGrant) Release(ctx context.Context, _, _ string) (bool, error) { return true, nil }
+
+func (alwaysGrant) Extend(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
+	return true, nil
+}

@@ -1,0 +1,276 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// vars is a lookup over a map, so the tests never touch the process
+// environment.
+func vars(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := LoadConfig(vars(nil))
+	require.NoError(t, err)
+	assert.Equal(t, Config{Strategy: "retry", TTL: 10 * time.Second, Retries: 3, RetryDelay: 100 * time.Millisecond}, c)
+
+	// Blank values count as unset.
+	c2, err := LoadConfig(vars(map[string]string{EnvEnabled: "", EnvTTL: "  ", EnvStrategy: "", EnvNodes: ""}))
+	require.NoError(t, err)
+	assert.Equal(t, c, c2)
+}
+
+func TestConfigEachVariable(t *testing.T) {
+	def, err := LoadConfig(vars(nil))
+	require.NoError(t, err)
+	tests := []struct {
+		env  map[string]string
+		edit func(*Config)
+	}{
+		{map[string]string{EnvEnabled: "false"}, func(c *Config) {}},
+		{map[string]string{EnvEnabled: "TRUE", EnvNodes: "redis://127.0.0.1:6379"},
+			func(c *Config) { c.Enabled = true; c.Nodes = []string{"redis://127.0.0.1:6379"} }},
+		{map[string]string{EnvEnabled: "1", EnvNodes: " redis://127.0.0.1:7001/0 , redis://:secret@127.0.0.1:7002,rediss://127.0.0.1:7003 "},
+			func(c *Config) {
+				c.Enabled = true
+				c.Nodes = []string{"redis://127.0.0.1:7001/0", "redis://:secret@127.0.0.1:7002", "rediss://127.0.0.1:7003"}
+			}},
+		{map[string]string{EnvNodes: "redis://127.0.0.1:6379"}, // nodes may be listed while disabled
+			func(c *Config) { c.Nodes = []string{"redis://127.0.0.1:6379"} }},
+		{map[string]string{EnvStrategy: "reject"}, func(c *Config) { c.Strategy = StrategyReject }},
+		{map[string]string{EnvStrategy: " Retry "}, func(c *Config) { c.Strategy = StrategyRetry }},
+		{map[string]string{EnvTTL: "30"}, func(c *Config) { c.TTL = 30 * time.Second }},
+		{map[string]string{EnvTTL: "1"}, func(c *Config) { c.TTL = time.Second }},
+		{map[string]string{EnvRetry: "0"}, func(c *Config) { c.Retries = 0 }},
+		{map[string]string{EnvRetry: "7"}, func(c *Config) { c.Retries = 7 }},
+		{map[string]string{EnvRetryDelay: "0"}, func(c *Config) { c.RetryDelay = 0 }},
+		{map[string]string{EnvRetryDelay: "250"}, func(c *Config) { c.RetryDelay = 250 * time.Millisecond }},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			want := def
+			tt.edit(&want)
+			got, err := LoadConfig(vars(tt.env))
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestConfigMalformed(t *testing.T) {
+	tests := []struct{ name, value string }{
+		{EnvEnabled, "yes"},
+		{EnvEnabled, "on"},
+		{EnvEnabled, "2"},
+		{EnvStrategy, "wait"},
+		{EnvStrategy, "retry,reject"},
+		{EnvTTL, "ten"},
+		{EnvTTL, "10s"},
+		{EnvTTL, "1.5"},
+		{EnvTTL, "0"},
+		{EnvTTL, "-5"},
+		{EnvTTL, "+5"},
+		{EnvTTL, "99999999999999999999"},
+		{EnvTTL, "9300000000"}, // overflows a time.Duration in seconds
+		{EnvRetry, "-1"},
+		{EnvRetry, "three"},
+		{EnvRetry, "3.0"},
+		{EnvRetryDelay, "-100"},
+		{EnvRetryDelay, "100ms"},
+		{EnvRetryDelay, "0x10"},
+		{EnvNodes, "127.0.0.1:6379"},            // no scheme
+		{EnvNodes, "http://127.0.0.1:6379"},     // wrong scheme
+		{EnvNodes, "redis://127.0.0.1:6379/db"}, // bad database number
+		{EnvNodes, "redis://127.0.0.1:6379,,redis://127.0.0.1:6380"},
+		{EnvNodes, "redis://127.0.0.1:6379,"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			_, err := LoadConfig(vars(map[string]string{tt.name: tt.value}))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalid)
+			var ee *EnvError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, tt.name, ee.Var)
+			assert.Equal(t, tt.value, ee.Value)
+			assert.Contains(t, err.Error(), tt.name)
+			assert.Contains(t, err.Error(), strconv.Quote(tt.value))
+		})
+	}
+
+	t.Run("enabled without nodes", func(t *testing.T) {
+		_, err := LoadConfig(vars(map[string]string{EnvEnabled: "true"}))
+		assert.ErrorIs(t, err, ErrInvalid)
+		var ee *EnvError
+		require.ErrorAs(t, err, &ee)
+		assert.Equal(t, EnvNodes, ee.Var)
+		assert.Contains(t, err.Error(), EnvEnabled)
+	})
+	t.Run("parse error is reachable", func(t *testing.T) {
+		_, err := LoadConfig(vars(map[string]string{EnvTTL: "ten"}))
+		assert.ErrorIs(t, err, strconv.ErrSyntax)
+	})
+	t.Run("nil lookup", func(t *testing.T) {
+		_, err := LoadConfig(nil)
+		assert.ErrorIs(t, err, ErrInvalid)
+	})
+}
+
+func TestConfigOpenRejectsBadConfig(t *testing.T) {
+	good := Config{Strategy: StrategyRetry, TTL: time.Second, Retries: 1, RetryDelay: time.Millisecond}
+	tests := map[string]func(*Config){
+		"zero value":        func(c *Config) { *c = Config{} },
+		"unknown strategy":  func(c *Config) { c.Strategy = "Reject" },
+		"zero TTL":          func(c *Config) { c.TTL = 0 },
+		"negative retries":  func(c *Config) { c.Retries = -1 },
+		"negative delay":    func(c *Config) { c.RetryDelay = -time.Millisecond },
+		"enabled, no nodes": func(c *Config) { c.Enabled = true },
+		"bad URL":           func(c *Config) { c.Enabled = true; c.Nodes = []string{"localhost"} },
+		"duplicate nodes": func(c *Config) {
+			c.Enabled = true
+			c.Nodes = []string{"redis://127.0.0.1:1", "redis://127.0.0.1:1"}
+		},
+	}
+	for name, edit := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := good
+			edit(&c)
+			l, closer, err := c.Open()
+			assert.ErrorIs(t, err, ErrInvalid)
+			assert.Nil(t, l)
+			assert.Nil(t, closer)
+		})
+	}
+	_, closer, err := good.Open()
+	require.NoError(t, err)
+	require.NoError(t, closer.Close())
+}
+
+// A disabled configuration needs no Redis and grants every lock, even
+// many at once on one key: the application runs unchanged.
+func TestConfigDisabledGrantsEverything(t *testing.T) {
+	c, err := LoadConfig(vars(map[string]string{EnvStrategy: "reject"}))
+	require.NoError(t, err)
+	l, closer, err := c.Open()
+	require.NoError(t, err)
+	defer closer.Close()
+	assert.IsType(t, &Single{}, l)
+
+	const n = 20
+	locks := make([]*Lock, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { locks[i], errs[i] = l.Lock(t.Context(), "rf:lock:p:e:1:write") })
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], "lock %d", i)
+		assert.True(t, locks[i].Until().After(time.Now()), "the lock has the configured validity")
+	}
+	for _, lk := range locks {
+		require.NoError(t, lk.Extend(t.Context(), time.Second))
+		require.NoError(t, lk.Unlock(t.Context()))
+	}
+	assert.ErrorIs(t, locks[0].Unlock(t.Context()), ErrNotHeld, "a Lock is still released only once")
+	require.NoError(t, closer.Close())
+	require.NoError(t, closer.Close(), "Close is idempotent")
+}
+
+// The strategy the variables describe is the one Lock follows: under
+// retry, the waits are RETRY_DELAY·2^i for RETRY retries, then ErrTimeout;
+// under reject, one attempt whatever RETRY says.
+func TestConfigStrategyReachesLocker(t *testing.T) {
+	ms, _ := minis(t, 1)
+	node := "redis://" + ms[0].Addr()
+	ms[0].Set("k", "someone else")
+
+	clk := newFakeClock()
+	c, err := LoadConfig(vars(map[string]string{EnvEnabled: "true", EnvNodes: node, EnvRetry: "4", EnvRetryDelay: "30", EnvTTL: "7"}))
+	require.NoError(t, err)
+	l, closer, err := c.Open(WithClock(clk))
+	require.NoError(t, err)
+	defer closer.Close()
+	_, err = l.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrTimeout)
+	assert.Equal(t, []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 240 * time.Millisecond}, clk.Delays())
+
+	lk, err := l.Lock(t.Context(), "other")
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, ms[0].TTL("other"), "TTL is in seconds")
+	require.NoError(t, lk.Unlock(t.Context()))
+
+	clk = newFakeClock()
+	c, err = LoadConfig(vars(map[string]string{EnvEnabled: "true", EnvNodes: node, EnvStrategy: "reject", EnvRetry: "4"}))
+	require.NoError(t, err)
+	l, closer2, err := c.Open(WithClock(clk))
+	require.NoError(t, err)
+	defer closer2.Close()
+	_, err = l.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.NotErrorIs(t, err, ErrTimeout, "reject makes one attempt")
+	assert.Empty(t, clk.Delays())
+}
+
+// An enabled configuration against real redis-server processes: one URL
+// gives a Single, three a Redlock; both exclude, and Close closes the
+// clients the configuration created.
+func TestConfigEnabledRealNodes(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			urls := make([]string, n)
+			for i, b := range bs {
+				urls[i] = "redis://" + b.Name()
+			}
+			c, err := LoadConfig(vars(map[string]string{
+				EnvEnabled: "true", EnvStrategy: "reject", EnvTTL: "5",
+				EnvNodes: strings.Join(urls, ","),
+			}))
+			require.NoError(t, err)
+			l, closer, err := c.Open()
+			require.NoError(t, err)
+			if n == 1 {
+				assert.IsType(t, &Single{}, l)
+			} else {
+				assert.IsType(t, &Redlock{}, l)
+			}
+
+			first, err := l.Lock(t.Context(), "order:1")
+			require.NoError(t, err)
+			_, err = l.Lock(t.Context(), "order:1")
+			assert.ErrorIs(t, err, ErrNotAcquired)
+			other, err := l.Lock(t.Context(), "order:2")
+			require.NoError(t, err)
+			require.NoError(t, first.Unlock(t.Context()))
+			require.NoError(t, other.Unlock(t.Context()))
+
+			// The key really is on every node, with the configured TTL.
+			again, err := l.Lock(t.Context(), "order:1")
+			require.NoError(t, err)
+			for _, b := range bs {
+				ttl := client(t, b.Name()).PTTL(t.Context(), "order:1").Val()
+				assert.True(t, ttl > 4*time.Second && ttl <= 5*time.Second, "TTL on %s: %v", b.Name(), ttl)
+			}
+			require.NoError(t, again.Unlock(t.Context()))
+
+			require.NoError(t, closer.Close())
+			_, err = l.Lock(t.Context(), "order:3")
+			assert.ErrorIs(t, err, ErrUnavailable, "closed clients cannot answer")
+			assert.False(t, errors.Is(err, ErrNotAcquired))
+		})
+	}
+}

@@ -1,0 +1,78 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/quorumlock/redlock"
+)
+
+// An application reads its locker from the environment (and optional .env
+// files) once at start-up, and closes the Redis clients when it stops.
+func ExampleFromEnv() {
+	locker, closer, err := redlock.FromEnv() // or FromEnv(".env"), FromEnv("config/production.env")
+	if err != nil {
+		log.Fatal(err) // e.g. redlock: invalid LOCK_DISTRIBUTED_TTL="ten": ...
+	}
+	defer closer.Close()
+
+	lock, err := locker.Lock(context.Background(), "order:1234")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.Background())
+}
+
+// LoadConfig takes any lookup function, so tests and tools never touch
+// the process environment.
+func ExampleLoadConfig() {
+	env := map[string]string{
+		"LOCK_DISTRIBUTED_ENABLED":  "true",
+		"LOCK_DISTRIBUTED_STRATEGY": "reject",
+		"LOCK_DISTRIBUTED_TTL":      "30",
+		"LOCK_DISTRIBUTED_NODES":    "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003",
+	}
+	c, err := redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fmt.Println(err)
+	fmt.Println(c.Enabled, c.Strategy, c.TTL, c.Retries, c.RetryDelay, len(c.Nodes))
+
+	env["LOCK_DISTRIBUTED_TTL"] = "10s"
+	_, err = redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	var ee *redlock.EnvError
+	fmt.Println(errors.Is(err, redlock.ErrInvalid), errors.As(err, &ee) && ee.Var == "LOCK_DISTRIBUTED_TTL")
+	// Output:
+	// <nil>
+	// true reject 30s 3 100ms 3
+	// true true
+}
+
+// Disabled (the default), the locker grants every lock without Redis, so
+// the same code runs on a laptop.
+func ExampleConfig_Open_disabled() {
+	c, _ := redlock.LoadConfig(func(string) (string, bool) { return "", false })
+	locker, closer, _ := c.Open()
+	defer closer.Close()
+	ctx := context.Background()
+	a, errA := locker.Lock(ctx, "supplier:abc")
+	b, errB := locker.Lock(ctx, "supplier:abc")
+	fmt.Println(errA, errB)
+	fmt.Println(a.Unlock(ctx), b.Unlock(ctx))
+	// Output:
+	// <nil> <nil>
+	// <nil> <nil>
+}
+
+func ExampleKeySpace_Write() {
+	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "550e8400-e29b-41d4-a716-446655440000")
+	fmt.Println(key, err)
+	_, err = redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc:write")
+	fmt.Println(errors.Is(err, redlock.ErrInvalid))
+	key, _ = redlock.KeySpace{Namespace: "shop:locks"}.Write("shop", "order", "42")
+	fmt.Println(key)
+	// Output:
+	// rf:lock:mini-inventory:supplier:550e8400-e29b-41d4-a716-446655440000:write <nil>
+	// true
+	// shop:locks:shop:order:42:write
+}
