@@ -21,23 +21,41 @@ func acquire(ctx context.Context, nodes []Backend, base config, key string, opts
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validateNodes(nodes); err != nil {
+		return nil, err
+	}
+	start := cfg.clock.Now()
+	lock, attempts, err := retryLoop(ctx, nodes, &cfg, key)
+	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: attempts, Err: err}
+	if lock != nil {
+		e.Fence = lock.fence
+	}
+	cfg.observe(e)
+	return lock, err
+}
+
+// retryLoop makes attempts until one succeeds or the strategy gives up, and
+// reports how many it made.
+func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*Lock, int, error) {
 	token := uuid.NewString()
 	dirty := make([]bool, len(nodes))
 	for retry := 0; ; retry++ {
-		lock, err := attempt(ctx, nodes, &cfg, key, token, dirty)
+		start := cfg.clock.Now()
+		lock, err := attempt(ctx, nodes, cfg, key, token, dirty)
 		if err == nil {
-			return lock, nil
+			return lock, retry + 1, nil
 		}
+		cfg.observe(Event{Kind: EventContention, Key: key, Attempt: retry + 1, Duration: cfg.clock.Now().Sub(start), Err: err})
 		if ctx.Err() != nil {
-			return nil, cancelled(ctx, err)
+			return nil, retry + 1, cancelled(ctx, err)
 		}
 		delay, ok := cfg.strategy.Backoff(retry)
 		if !ok {
-			return nil, exhausted(retry+1, err)
+			return nil, retry + 1, exhausted(retry+1, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, cancelled(ctx, err)
+			return nil, retry + 1, cancelled(ctx, err)
 		case <-cfg.clock.After(delay):
 		}
 	}
@@ -52,25 +70,30 @@ func acquire(ctx context.Context, nodes []Backend, base config, key string, opts
 // attempts.
 func attempt(ctx context.Context, nodes []Backend, cfg *config, key, token string, dirty []bool) (*Lock, error) {
 	start := cfg.clock.Now()
-	r := fanOut(ctx, nodes, cfg.timeout(), ErrNotAcquired, func(ctx context.Context, b Backend) (bool, error) {
+	r := fanOut(ctx, nodes, cfg, "acquire", key, ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
 		return b.Acquire(ctx, key, token, cfg.ttl)
 	})
-	drift := cfg.drift()
-	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), drift)
+	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
 	if r.granted >= quorum(len(nodes)) && left > 0 && ctx.Err() == nil {
-		return &Lock{key: key, token: token, nodes: nodes, cfg: *cfg, until: start.Add(cfg.ttl - drift)}, nil
+		return newLock(key, token, 0, nodes, cfg, start), nil
 	}
-	var rollback []Backend
+	rollback(ctx, nodes, cfg, key, token, r, dirty)
+	return nil, r.quorumError("acquire", key, left)
+}
+
+// rollback releases a failed attempt on every node that granted it or may
+// have, now or in an earlier attempt of the same call.
+func rollback(ctx context.Context, nodes []Backend, cfg *config, key, token string, r round, dirty []bool) {
+	var undo []Backend
 	for i, err := range r.errs {
 		dirty[i] = dirty[i] || err != ErrNotAcquired
 		if dirty[i] {
-			rollback = append(rollback, nodes[i])
+			undo = append(undo, nodes[i])
 		}
 	}
-	if len(rollback) > 0 {
-		releaseAll(ctx, rollback, cfg.timeout(), key, token)
+	if len(undo) > 0 {
+		releaseAll(ctx, undo, cfg, key, token)
 	}
-	return nil, r.quorumError("acquire", key, left)
 }
 
 // cancelled wraps the last attempt's error when ctx ended while waiting:

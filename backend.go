@@ -31,6 +31,22 @@ type Backend interface {
 	Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
 }
 
+// Fencer is the optional interface of a Backend that can issue fencing
+// tokens (WithFencing). The go-redis adapter implements it; New,
+// NewSingle and Lock refuse WithFencing over a node that does not, with
+// ErrInvalid. The scheme that makes the tokens strictly increasing over N
+// nodes is described in fence.go.
+type Fencer interface {
+	// AcquireFenced is Acquire that, only when it sets the key, also
+	// increments the key's fence counter in the same atomic step and
+	// returns its new value (≥ 1). The counter never expires.
+	AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (ok bool, fence int64, err error)
+	// RaiseFence sets the key's fence counter to at least fence, only
+	// while key holds token, atomically. It reports whether key held
+	// token (and so whether the counter is now at least fence).
+	RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error)
+}
+
 var (
 	//go:embed release.lua
 	releaseSource string

@@ -32,6 +32,15 @@ var (
 	// ErrInvalid is matched by every error about bad input: an empty key,
 	// a TTL that leaves no validity, nil or duplicate nodes, and so on.
 	ErrInvalid = errors.New("redlock: invalid argument")
+
+	// ErrLockLost means a lock stopped being ours while its holder was still
+	// working under it: a heartbeat extension failed to reach a quorum, or
+	// validity ran out before an extension succeeded. Do cancels its
+	// function's context with a cause matching ErrLockLost (read it with
+	// [context.Cause]) and returns an error matching it. Work done after
+	// the loss may have overlapped with another holder's; fencing tokens
+	// (WithFencing) let the protected resource refuse it.
+	ErrLockLost = errors.New("redlock: lock lost")
 )
 
 // invalidf returns an error that matches ErrInvalid.

@@ -11,14 +11,26 @@ import (
 // Until; after that the nodes may hand the key to someone else. A Lock is
 // safe for concurrent use.
 type Lock struct {
-	key   string
-	token string
-	nodes []Backend
-	cfg   config
+	key      string
+	token    string
+	fence    int64
+	nodes    []Backend
+	cfg      config
+	acquired time.Time // on cfg.clock, for the held duration reported to observers
 
 	mu       sync.Mutex
 	until    time.Time
 	released bool
+	lost     chan struct{} // closed by loss or Unlock, whichever comes first
+	cause    error         // why the lock was lost; nil while held or after a plain Unlock
+	expiry   *time.Timer   // closes lost when validity runs out (Lost without a heartbeat)
+	renewal  *renewal      // the heartbeat, while one runs
+	onLost   func(error)   // Do's hook: cancels the function's context
+}
+
+func newLock(key, token string, fence int64, nodes []Backend, cfg *config, start time.Time) *Lock {
+	return &Lock{key: key, token: token, fence: fence, nodes: nodes, cfg: *cfg, acquired: start,
+		until: start.Add(cfg.ttl - cfg.drift()), lost: make(chan struct{})}
 }
 
 // Key returns the locked key.
@@ -29,6 +41,13 @@ func (l *Lock) Key() string { return l.key }
 // the token can release or extend the lock.
 func (l *Lock) Token() string { return l.token }
 
+// Fence returns the lock's fencing token: a number that is strictly
+// greater than that of every earlier holder of the key, to be sent along
+// with every write to the protected resource so it can refuse writes from
+// a holder that lost the lock without knowing (see fence.go and
+// WithFencing). It is 0 when the lock was taken without WithFencing.
+func (l *Lock) Fence() int64 { return l.fence }
+
 // Until returns the end of the lock's validity, on the clock the locker
 // reads: the start of the acquisition (or of the last successful
 // extension) plus the TTL minus the drift allowance.
@@ -38,10 +57,75 @@ func (l *Lock) Until() time.Time {
 	return l.until
 }
 
+// Lost returns a channel that is closed when the lock stops being held:
+//
+//   - with a heartbeat (WithAutoRenew, or inside Do), when an extension
+//     fails to reach a quorum or validity runs out before one succeeds;
+//   - without one, when validity (Until) runs out, as moved by any
+//     successful Extend; the first call to Lost arms a timer for that;
+//   - in every case, when Unlock is called, so a goroutine watching Lost
+//     ends together with the lock.
+//
+// Lost is a warning, not a guarantee: the lock may be gone on the nodes
+// before the channel closes (a node lost its data; its clock jumped), which
+// is what fencing tokens are for. Validity is measured on the locker's
+// Clock; the timers that watch it run on real time.
+func (l *Lock) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewal == nil && l.expiry == nil && !l.released && l.cause == nil {
+		l.expiry = time.AfterFunc(l.until.Sub(l.cfg.clock.Now()), l.expired)
+	}
+	return l.lost
+}
+
+// expired runs when Lost's timer fires: the lock is lost if validity has
+// really run out, otherwise (Extend moved Until) the timer is re-armed.
+func (l *Lock) expired() {
+	l.mu.Lock()
+	if l.released || l.cause != nil {
+		l.mu.Unlock()
+		return
+	}
+	if left := l.until.Sub(l.cfg.clock.Now()); left > 0 {
+		l.expiry.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.lose(fmt.Errorf("%w: %q: validity ran out", ErrLockLost, l.key))
+}
+
+// lose records that the lock was lost, once: it closes Lost, tells Do and
+// the observer.
+func (l *Lock) lose(cause error) {
+	l.mu.Lock()
+	if l.released || l.cause != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.cause = cause
+	close(l.lost)
+	hook := l.onLost
+	l.mu.Unlock()
+	if hook != nil {
+		hook(cause)
+	}
+	l.cfg.observe(Event{Kind: EventLost, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: cause})
+}
+
+// lossCause returns why the lock was lost, or nil.
+func (l *Lock) lossCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cause
+}
+
 // Unlock releases the lock on every node with release.lua, so it never
-// deletes a key that another holder has since taken. It runs even when ctx
-// is already cancelled (a cancelled request must still let go), bounded by
-// the per-node timeout.
+// deletes a key that another holder has since taken. It stops the
+// heartbeat first, if one runs. It runs even when ctx is already cancelled
+// (a cancelled request must still let go), bounded by the per-node
+// timeout.
 //
 // Unlock returns nil when a quorum of nodes released our key while it was
 // still valid. It returns an error matching ErrNotHeld when the lock was
@@ -52,14 +136,29 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background() // releasing matters more than the caller's mistake
 	}
+	l.stopRenewal()
 	l.mu.Lock()
 	released, until := l.released, l.until
 	l.released = true
+	if !released {
+		if l.expiry != nil {
+			l.expiry.Stop()
+		}
+		if l.cause == nil {
+			close(l.lost)
+		}
+	}
 	l.mu.Unlock()
 	if released {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
 	}
-	r := releaseAll(ctx, l.nodes, l.cfg.timeout(), l.key, l.token)
+	err := l.release(ctx, until)
+	l.cfg.observe(Event{Kind: EventRelease, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: err})
+	return err
+}
+
+func (l *Lock) release(ctx context.Context, until time.Time) error {
+	r := releaseAll(ctx, l.nodes, &l.cfg, l.key, l.token)
 	if late := l.cfg.clock.Now().Sub(until); late > 0 {
 		return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
 	}
@@ -75,7 +174,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // before the current validity ran out; the new validity is then
 // ttl − elapsed − drift, as for an acquisition. On failure the lock keeps
 // its old validity and the error matches ErrNotHeld (or ErrUnavailable
-// when too few nodes answered).
+// when too few nodes answered). A lock whose Lost channel closed because
+// it was lost is not extended again: ErrNotHeld.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return invalidf("nil context")
@@ -83,21 +183,29 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.cfg.validateTTL(ttl); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	released, until := l.released, l.until
-	l.mu.Unlock()
-	if released {
-		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
-	}
 	clock := l.cfg.clock
 	start := clock.Now()
-	if !start.Before(until) {
+	err := l.extend(ctx, ttl, start)
+	l.cfg.observe(Event{Kind: EventExtend, Key: l.key, Duration: clock.Now().Sub(start), Err: err})
+	return err
+}
+
+func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) error {
+	l.mu.Lock()
+	released, cause, until := l.released, l.cause, l.until
+	l.mu.Unlock()
+	switch {
+	case released:
+		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
+	case cause != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, cause)
+	case !start.Before(until):
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
-	r := fanOut(ctx, l.nodes, l.cfg.timeout(), ErrNotHeld, func(ctx context.Context, b Backend) (bool, error) {
+	r := fanOut(ctx, l.nodes, &l.cfg, "extend", l.key, ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
 		return b.Extend(ctx, l.key, l.token, ttl)
 	})
-	end := clock.Now()
+	end := l.cfg.clock.Now()
 	drift := driftFor(ttl, l.cfg.driftFactor)
 	left := validity(ttl, end.Sub(start), drift)
 	if r.granted < quorum(len(l.nodes)) || left <= 0 || !end.Before(until) {
@@ -108,6 +216,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.released {
 		return fmt.Errorf("%w: %q released during Extend", ErrNotHeld, l.key)
 	}
+	if l.cause != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.cause)
+	}
 	l.until = start.Add(ttl - drift)
+	if l.expiry != nil {
+		l.expiry.Reset(l.until.Sub(end))
+	}
 	return nil
 }

@@ -25,6 +25,11 @@ type config struct {
 	driftFactor float64
 	clock       Clock
 	nodeTimeout time.Duration // 0: TTL/10, at most one second
+	renewEvery  time.Duration // 0: TTL/3
+	autoRenew   bool
+	fencing     bool
+	noHandoff   bool
+	observer    Observer
 }
 
 func defaultConfig() config {
@@ -58,13 +63,77 @@ func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 // cannot eat the validity. Default TTL/10, at most one second.
 func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
 
+// WithRenewEvery sets how often the heartbeat of Do (and of a Lock taken
+// WithAutoRenew) extends the lock, each time by the TTL. Default TTL/3,
+// which leaves two more heartbeats' worth of validity after one slow or
+// failed round; d must be positive and shorter than the validity (TTL
+// minus the drift allowance), or there would be no time to renew.
+func WithRenewEvery(d time.Duration) Option {
+	return func(c *config) {
+		c.renewEvery = d
+		if d == 0 {
+			c.renewEvery = -1 // an explicit zero is invalid, not "default"
+		}
+	}
+}
+
+// WithAutoRenew makes Lock start the heartbeat that Do uses: the lock is
+// extended by the TTL every renew interval (WithRenewEvery) until Unlock,
+// and Lost is closed when an extension fails or validity runs out first.
+// The heartbeat runs in its own goroutine, which only Unlock or the loss
+// ends: a Lock taken with WithAutoRenew must be unlocked. Do renews
+// whether or not this option is given.
+func WithAutoRenew() Option { return func(c *config) { c.autoRenew = true } }
+
+// WithHandoff switches release notifications on (the default) or off.
+// With them on, a waiter under the Retry strategy whose nodes support
+// them (see Notifier; the go-redis adapter does) retries as soon as the
+// holder releases instead of sleeping out its backoff delay. Switching
+// them off is for measuring the difference and for servers where
+// PUBLISH/SUBSCRIBE is disabled.
+func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
+
 // setup checks a locker's nodes and default options.
 func setup(nodes []Backend, opts []Option) (config, error) {
 	if err := checkNodes(nodes); err != nil {
 		return config{}, err
 	}
 	cfg := defaultConfig().with(opts)
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return config{}, err
+	}
+	return cfg, cfg.validateNodes(nodes)
+}
+
+// validateNodes checks that the nodes support what the options ask for.
+func (c *config) validateNodes(nodes []Backend) error {
+	if !c.fencing {
+		return nil
+	}
+	for _, b := range nodes {
+		if _, ok := b.(Fencer); !ok {
+			return invalidf("WithFencing: node %q (%T) does not implement Fencer", b.Name(), b)
+		}
+	}
+	return nil
+}
+
+// renewInterval is the heartbeat period.
+func (c *config) renewInterval() time.Duration {
+	if c.renewEvery > 0 {
+		return c.renewEvery
+	}
+	return c.ttl / 3
+}
+
+// validateRenewal checks that the heartbeat fits in the validity; called
+// when a heartbeat is about to start, since only then does the default
+// interval matter.
+func (c *config) validateRenewal() error {
+	if every, valid := c.renewInterval(), c.ttl-c.drift(); every >= valid {
+		return invalidf("renew interval %v is not shorter than the validity %v (TTL %v minus drift)", every, valid, c.ttl)
+	}
+	return nil
 }
 
 // with returns a copy of c with opts applied.
@@ -100,13 +169,25 @@ func (c *config) validate() error {
 	if c.clock == nil {
 		return invalidf("nil clock")
 	}
+	if o, ok := c.observer.(slogObserver); ok && o.l == nil {
+		return invalidf("SlogObserver with a nil logger")
+	}
 	if math.IsNaN(c.driftFactor) || c.driftFactor < 0 || c.driftFactor >= 1 {
 		return invalidf("drift factor %v outside [0, 1)", c.driftFactor)
 	}
 	if c.nodeTimeout < 0 {
 		return invalidf("negative node timeout %v", c.nodeTimeout)
 	}
-	return c.validateTTL(c.ttl)
+	if c.renewEvery < 0 {
+		return invalidf("renew interval must be positive")
+	}
+	if err := c.validateTTL(c.ttl); err != nil {
+		return err
+	}
+	if c.renewEvery > 0 || c.autoRenew {
+		return c.validateRenewal()
+	}
+	return nil
 }
 
 // validateTTL checks that ttl leaves some validity after the drift

@@ -29,8 +29,8 @@ func validity(ttl, elapsed, drift time.Duration) time.Duration {
 	return ttl - elapsed - drift
 }
 
-// nodeCall is one operation on one node.
-type nodeCall func(ctx context.Context, b Backend) (bool, error)
+// nodeCall is one operation on node i.
+type nodeCall func(ctx context.Context, i int, b Backend) (bool, error)
 
 // round is the outcome of one operation sent to every node: per node, nil
 // when it agreed, the refusal sentinel when it answered no, or the error.
@@ -40,17 +40,24 @@ type round struct {
 	granted int
 }
 
-// fanOut runs call on every node concurrently, each bounded by timeout, and
-// returns when all have answered or timed out. No goroutine outlives it.
-// refused is the error recorded for a node that answered no.
-func fanOut(ctx context.Context, nodes []Backend, timeout time.Duration, refused error, call nodeCall) round {
+// fanOut runs call on every node concurrently, each bounded by the per-node
+// timeout, and returns when all have answered or timed out. No goroutine
+// outlives it. refused is the error recorded for a node that answered no;
+// any other error is reported to the observer as an EventNodeError of op.
+func fanOut(ctx context.Context, nodes []Backend, cfg *config, op, key string, refused error, call nodeCall) round {
 	r := round{nodes: nodes, errs: make([]error, len(nodes))}
+	timeout := cfg.timeout()
 	one := func(i int) {
+		start := cfg.clock.Now()
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		ok, err := call(cctx, nodes[i])
+		ok, err := call(cctx, i, nodes[i])
 		cancel()
 		if err == nil && !ok {
 			err = refused
+		}
+		if err != nil && err != refused {
+			cfg.observe(Event{Kind: EventNodeError, Key: key, Node: nodes[i].Name(), Op: op,
+				Duration: cfg.clock.Now().Sub(start), Err: err})
 		}
 		r.errs[i] = err
 	}
@@ -83,9 +90,9 @@ func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 // releaseAll runs release.lua on every node, with a context that survives
 // the caller's cancellation (a cancelled request must still let go of its
 // lock) but is bounded by the per-node timeout.
-func releaseAll(ctx context.Context, nodes []Backend, timeout time.Duration, key, token string) round {
-	return fanOut(context.WithoutCancel(ctx), nodes, timeout, ErrNotHeld,
-		func(ctx context.Context, b Backend) (bool, error) { return b.Release(ctx, key, token) })
+func releaseAll(ctx context.Context, nodes []Backend, cfg *config, key, token string) round {
+	return fanOut(context.WithoutCancel(ctx), nodes, cfg, "release", key, ErrNotHeld,
+		func(ctx context.Context, _ int, b Backend) (bool, error) { return b.Release(ctx, key, token) })
 }
 
 // checkNodes validates a node list for New and NewSingle.

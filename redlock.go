@@ -30,6 +30,27 @@ type Locker interface {
 	// returns a *Lock valid until its Until, or an error matching
 	// ErrNotAcquired, ErrTimeout, ErrUnavailable or ErrInvalid.
 	Lock(ctx context.Context, key string, opts ...Option) (*Lock, error)
+
+	// Do acquires key, runs fn, and releases the lock however fn ends:
+	// normally, with an error, by panicking (the panic resumes once the
+	// lock is released), or after ctx was cancelled. The release runs on
+	// a context detached from ctx's cancellation, bounded by the per-node
+	// timeout, so a cancelled request still lets go.
+	//
+	// While fn runs, a heartbeat extends the lock by the TTL every renew
+	// interval (WithRenewEvery, default TTL/3), so fn may run for many
+	// TTLs; it stops as soon as fn returns. If an extension fails on
+	// quorum, or validity runs out before one succeeds, fn's context is
+	// cancelled at once with a cause matching ErrLockLost
+	// (context.Cause(ctx)): fn should stop writing when its context ends.
+	//
+	// Do returns the acquisition's error if the lock was not acquired
+	// (nothing ran), otherwise fn's error; when the lock was lost while fn
+	// ran, an error matching ErrLockLost joined with fn's error, if any.
+	// A release that fails only because too few nodes answered is
+	// reported to the observer, not returned: fn's work is done and the
+	// keys expire within the TTL.
+	Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
 }
 
 // Redlock is the Redlock algorithm over N independent Redis masters. Lock
@@ -59,5 +80,13 @@ func New(nodes []Backend, opts ...Option) (*Redlock, error) {
 // at once (an in-flight round is bounded by the per-node timeout) and
 // returns an error that matches both ErrNotAcquired and ctx's error.
 func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return acquire(ctx, r.nodes, r.cfg, key, opts)
+	return lockFor(ctx, r.nodes, r.cfg, key, opts)
+}
+
+// Do runs fn while holding key: it acquires the lock (following the
+// strategy), runs fn with a context derived from ctx, and releases the
+// lock when fn returns, panics, or gives up after its context was
+// cancelled. See Locker.Do for the heartbeat and what a lost lock does.
+func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	return do(ctx, r.nodes, r.cfg, key, fn, opts)
 }

@@ -25,5 +25,13 @@ func NewSingle(b Backend, opts ...Option) (*Single, error) {
 // for a Redlock of one node, so Until is never later than the key's real
 // expiry.
 func (s *Single) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return acquire(ctx, s.nodes, s.cfg, key, opts)
+	return lockFor(ctx, s.nodes, s.cfg, key, opts)
+}
+
+// Do runs fn while holding key: it acquires the lock (following the
+// strategy), runs fn with a context derived from ctx, and releases the
+// lock when fn returns, panics, or gives up after its context was
+// cancelled. See Locker.Do for the heartbeat and what a lost lock does.
+func (s *Single) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	return do(ctx, s.nodes, s.cfg, key, fn, opts)
 }

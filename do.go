@@ -1,0 +1,63 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// lockFor is Lock for both lockers: acquire, then start the heartbeat
+// when WithAutoRenew asked for one.
+func lockFor(ctx context.Context, nodes []Backend, base config, key string, opts []Option) (*Lock, error) {
+	l, err := acquire(ctx, nodes, base, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if l.cfg.autoRenew {
+		l.startRenewal(ctx)
+	}
+	return l, nil
+}
+
+// do is Do for both lockers.
+func do(ctx context.Context, nodes []Backend, base config, key string, fn func(context.Context) error, opts []Option) (err error) {
+	if fn == nil {
+		return invalidf("nil function")
+	}
+	if ctx != nil { // acquire reports a nil ctx
+		cfg := base.with(opts)
+		if err := cfg.validate(); err != nil {
+			return err
+		}
+		if err := cfg.validateRenewal(); err != nil {
+			return err
+		}
+	}
+	l, err := acquire(ctx, nodes, base, key, opts)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	l.onLost = cancel // set before the heartbeat can call it
+	l.startRenewal(ctx)
+	// Deferred so that it also runs while fn panics; the panic then goes on
+	// with its original stack once the lock is released.
+	defer func() {
+		l.stopRenewal()
+		cancel(nil)
+		uerr := l.Unlock(ctx) // detached from ctx's cancellation, bounded by the node timeout
+		switch cause := l.lossCause(); {
+		case cause != nil:
+			err = errors.Join(cause, err)
+		case errors.Is(uerr, ErrNotHeld):
+			// Validity ran out between the last heartbeat and the release,
+			// or the nodes had already dropped our key: fn may have
+			// overlapped with the next holder.
+			err = errors.Join(fmt.Errorf("%w: %w", ErrLockLost, uerr), err)
+		}
+		// Any other release failure (too few nodes answered) is reported to
+		// the observer but not returned: fn's work is done, and the keys
+		// expire by themselves within the TTL.
+	}()
+	return fn(fctx)
+}

@@ -1,0 +1,380 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// watchdog bounds a wait in a test; it guards against hangs and makes no
+// timing claim.
+const watchdog = 20 * time.Second
+
+func TestDoHoldsTheLockWhileFnRunsAndReleases(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			ms, bs := minis(t, n)
+			lk := lockerFor(t, bs, WithStrategy(Reject()))
+			ran := false
+			err := lk.Do(t.Context(), "k", func(ctx context.Context) error {
+				ran = true
+				for _, m := range ms {
+					assert.True(t, m.Exists("k"), "the key is held while fn runs")
+				}
+				_, err := lk.Lock(ctx, "k")
+				assert.ErrorIs(t, err, ErrNotAcquired, "and excludes others")
+				return nil
+			})
+			require.NoError(t, err)
+			assert.True(t, ran)
+			for _, m := range ms {
+				assert.False(t, m.Exists("k"), "released when fn returns")
+			}
+		})
+	}
+}
+
+func TestDoReturnsFnErrorAndReleases(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs)
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	err = r.Do(t.Context(), "k", func(context.Context) error { return boom })
+	assert.Same(t, boom, err, "fn's error is returned as is")
+	for _, m := range ms {
+		assert.False(t, m.Exists("k"))
+	}
+}
+
+func TestDoDoesNotRunFnWithoutTheLock(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithStrategy(Reject()))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "other"))
+	ran := false
+	err = s.Do(t.Context(), "k", func(context.Context) error { ran = true; return nil })
+	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.False(t, ran)
+	v, _ := ms[0].Get("k")
+	assert.Equal(t, "other", v)
+}
+
+func TestDoReleasesWhenFnPanics(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs)
+	require.NoError(t, err)
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_ = r.Do(t.Context(), "k", func(context.Context) error { panic("fn broke") })
+	}()
+	assert.Equal(t, "fn broke", got, "the panic reaches the caller unchanged")
+	for _, m := range ms {
+		assert.False(t, m.Exists("k"), "released before the panic went on")
+	}
+}
+
+func TestDoReleasesWhenTheCallerCancels(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	err = r.Do(ctx, "k", func(ctx context.Context) error {
+		cancel()
+		<-ctx.Done()
+		assert.ErrorIs(t, context.Cause(ctx), context.Canceled, "the caller's cancellation, not a lost lock")
+		return ctx.Err()
+	})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, ErrLockLost)
+	for _, m := range ms {
+		assert.False(t, m.Exists("k"), "released on a context detached from the cancelled one")
+	}
+}
+
+func TestDoBadInput(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs)
+	require.NoError(t, err)
+	noop := func(context.Context) error { return nil }
+	cases := map[string]error{
+		"nil fn":    r.Do(t.Context(), "k", nil),
+		"empty key": r.Do(t.Context(), "", noop),
+		//lint:ignore SA1012 a nil context is the bad input under test
+		"nil ctx":             r.Do(nil, "k", noop), //nolint:staticcheck
+		"zero renew interval": r.Do(t.Context(), "k", noop, WithRenewEvery(0)),
+		"renew beyond validity": r.Do(t.Context(), "k", noop, WithTTL(time.Second),
+			WithRenewEvery(time.Second)),
+		"default interval beyond validity": r.Do(t.Context(), "k", noop, WithDriftFactor(0.9)),
+	}
+	for name, err := range cases {
+		assert.ErrorIs(t, err, ErrInvalid, name)
+	}
+	_, err = New(bs, WithRenewEvery(-time.Second))
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = New(bs, WithAutoRenew(), WithDriftFactor(0.9))
+	assert.ErrorIs(t, err, ErrInvalid, "auto-renewal with a default interval beyond the validity")
+	for _, m := range ms {
+		assert.Empty(t, m.Keys())
+	}
+}
+
+// countingBackend counts extensions and can make them fail or hang.
+type countingBackend struct {
+	Backend
+	extends atomic.Int64
+	mu      sync.Mutex
+	extend  func(ctx context.Context) (bool, error) // replaces the node's answer when set
+}
+
+func (c *countingBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	c.extends.Add(1)
+	c.mu.Lock()
+	f := c.extend
+	c.mu.Unlock()
+	if f != nil {
+		return f(ctx)
+	}
+	return c.Backend.Extend(ctx, key, token, ttl)
+}
+
+func (c *countingBackend) setExtend(f func(ctx context.Context) (bool, error)) {
+	c.mu.Lock()
+	c.extend = f
+	c.mu.Unlock()
+}
+
+func counting(bs []Backend) ([]Backend, []*countingBackend) {
+	out := make([]Backend, len(bs))
+	cs := make([]*countingBackend, len(bs))
+	for i, b := range bs {
+		cs[i] = &countingBackend{Backend: b}
+		out[i] = cs[i]
+	}
+	return out, cs
+}
+
+func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
+	_, bs := minis(t, 3)
+	cb, cs := counting(bs)
+	r, err := New(cb, WithTTL(300*time.Millisecond), WithRenewEvery(10*time.Millisecond))
+	require.NoError(t, err)
+	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+		// Wait for a few heartbeats, however slowly the machine runs them.
+		for cs[0].extends.Load() < 3 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	after := cs[0].extends.Load()
+	time.Sleep(50 * time.Millisecond) // five heartbeat periods
+	assert.Equal(t, after, cs[0].extends.Load(), "no extension after Do returned")
+}
+
+// TestDoLostLockCancelsFn: the keys vanish from a majority of the nodes
+// (as when they expired or a node lost its data); the next heartbeat
+// fails on quorum and fn's context is cancelled with ErrLockLost.
+func TestDoLostLockCancelsFn(t *testing.T) {
+	ms, bs := minis(t, 3)
+	var events []Event
+	var mu sync.Mutex
+	obs := ObserverFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
+	r, err := New(bs, WithTTL(time.Second), WithRenewEvery(20*time.Millisecond), WithObserver(obs))
+	require.NoError(t, err)
+	var cause error
+	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+		ms[0].Del("k")
+		ms[1].Del("k")
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+			return ctx.Err()
+		case <-time.After(watchdog):
+			return errors.New("fn was not cancelled")
+		}
+	})
+	assert.ErrorIs(t, cause, ErrLockLost)
+	assert.ErrorIs(t, cause, ErrNotHeld, "the failed extension is in the cause")
+	assert.ErrorIs(t, err, ErrLockLost, "Do reports the loss")
+	assert.ErrorIs(t, err, context.Canceled, "joined with fn's error")
+	assert.False(t, ms[2].Exists("k"), "the remaining key is released")
+	mu.Lock()
+	defer mu.Unlock()
+	var lost int
+	for _, e := range events {
+		if e.Kind == EventLost {
+			lost++
+			assert.ErrorIs(t, e.Err, ErrLockLost)
+		}
+	}
+	assert.Equal(t, 1, lost, "one EventLost")
+}
+
+// TestDoValidityRunsOutWhileAnExtensionHangs: every node's extension hangs
+// and ignores its context (a broken Backend). fn must still be cancelled
+// when validity runs out, without waiting for the extension.
+func TestDoValidityRunsOutWhileAnExtensionHangs(t *testing.T) {
+	_, bs := minis(t, 3)
+	cb, cs := counting(bs)
+	unblock := make(chan struct{})
+	for _, c := range cs {
+		c.setExtend(func(context.Context) (bool, error) { <-unblock; return false, errors.New("late") })
+	}
+	r, err := New(cb, WithTTL(200*time.Millisecond), WithRenewEvery(10*time.Millisecond))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	var cause error
+	go func() {
+		done <- r.Do(t.Context(), "k", func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				close(unblock) // only now let the hung extension return
+				return nil
+			case <-time.After(watchdog):
+				close(unblock)
+				return errors.New("fn was not cancelled while the extension hung")
+			}
+		})
+	}()
+	err = <-done
+	assert.ErrorIs(t, cause, ErrLockLost)
+	assert.Contains(t, cause.Error(), "validity ran out")
+	assert.ErrorIs(t, err, ErrLockLost)
+}
+
+func TestAutoRenewAndLost(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs, WithTTL(time.Second), WithRenewEvery(10*time.Millisecond))
+	require.NoError(t, err)
+
+	l, err := r.Lock(t.Context(), "k", WithAutoRenew())
+	require.NoError(t, err)
+	first := l.Until()
+	waitUntil(t, func() bool { return l.Until().After(first) }) // the heartbeat extended it
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost closed while the lock is held")
+	default:
+	}
+	for _, m := range ms[:2] {
+		m.Del("k")
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(watchdog):
+		t.Fatal("Lost not closed after the keys vanished")
+	}
+	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), ErrNotHeld, "a lost lock is not extended again")
+	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+
+	// Unlock closes Lost too, and stops the heartbeat.
+	l, err = r.Lock(t.Context(), "k2", WithAutoRenew())
+	require.NoError(t, err)
+	lost := l.Lost()
+	require.NoError(t, l.Unlock(t.Context()))
+	select {
+	case <-lost:
+	default:
+		t.Fatal("Unlock did not close Lost")
+	}
+}
+
+func TestLostWithoutRenewalClosesWhenValidityRunsOut(t *testing.T) {
+	_, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithTTL(100*time.Millisecond))
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	select {
+	case <-l.Lost():
+	case <-time.After(watchdog):
+		t.Fatal("Lost not closed after validity ran out")
+	}
+	assert.False(t, time.Now().Before(l.Until()), "closed only once Until passed")
+	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+}
+
+// waitUntil polls cond, failing the test after the watchdog.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(watchdog)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met before the watchdog")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRealServersDoOutlivesThreeTTLs: real servers expire keys on their
+// own; under Do the lock survives work lasting several TTLs, and excludes
+// others throughout.
+func TestRealServersDoOutlivesThreeTTLs(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			const ttl = 300 * time.Millisecond
+			lk := lockerFor(t, bs, WithTTL(ttl), WithStrategy(Reject()))
+			start := time.Now()
+			refused := 0
+			err := lk.Do(t.Context(), "long", func(ctx context.Context) error {
+				for time.Since(start) < 4*ttl {
+					select {
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					case <-time.After(ttl / 2):
+					}
+					_, err := lk.Lock(t.Context(), "long")
+					if !errors.Is(err, ErrNotAcquired) {
+						return fmt.Errorf("another locker got in: %v", err)
+					}
+					refused++
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, refused, 7)
+			l, err := lk.Lock(t.Context(), "long")
+			require.NoError(t, err, "released at the end")
+			require.NoError(t, l.Unlock(t.Context()))
+		})
+	}
+}
+
+// TestRealServersDoLosesLockWhenAMajorityDies: with three of five masters
+// killed, the next heartbeat cannot reach a quorum and fn is cancelled
+// with ErrLockLost.
+func TestRealServersDoLosesLockWhenAMajorityDies(t *testing.T) {
+	c, bs := realNodes(t, 5)
+	r, err := New(bs, WithTTL(2*time.Second), WithNodeTimeout(200*time.Millisecond),
+		WithRenewEvery(50*time.Millisecond))
+	require.NoError(t, err)
+	var cause error
+	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+		for _, s := range c.Servers[:3] {
+			s.Kill()
+		}
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-time.After(watchdog):
+		}
+		return nil
+	})
+	require.ErrorIs(t, cause, ErrLockLost)
+	assert.ErrorIs(t, cause, ErrUnavailable, "the cause says the nodes did not answer")
+	assert.ErrorIs(t, err, ErrLockLost)
+}
