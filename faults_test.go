@@ -1,0 +1,461 @@
+package redlock
+
+// Fault scenarios shared by the redis-server process suite (this file) and
+// the Docker suite (faults_docker_test.go). Each scenario injects a fault
+// while clients contend, records every critical section in an
+// exclusion.Checker, and asserts safety (no two holders inside while both
+// believed their lock valid) and liveness (what the quorum rule promises:
+// locks granted while a majority is up, ErrUnavailable otherwise).
+//
+// No scenario asserts an absolute duration: waits are conditions polled
+// under a generous watchdog, and timing facts are lower bounds (a call
+// that waited for a slow node took at least its delay).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/exclusion"
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// faultWatchdog bounds every wait in the fault scenarios. It catches hangs; it is
+// not a timing claim.
+const faultWatchdog = 60 * time.Second
+
+// faultCluster is five masters a scenario can break: a node index selects
+// the master. The Docker and process suites fill it in.
+type faultCluster struct {
+	addrs []string
+	// nodeTimeout is the per-node timeout scenarios use: short, so a dead
+	// or paused master costs little, but above one round trip (the Docker
+	// suite's go through a forwarder and docker-proxy).
+	nodeTimeout time.Duration
+	// restartTTL is the lock TTL of the restart scenario: long enough that
+	// killing and immediately restarting three masters fits inside it.
+	restartTTL time.Duration
+
+	kill   func(t *testing.T, i int) // SIGKILL: the data is lost
+	start  func(t *testing.T, i int) // bring a killed master back, empty
+	pause  func(t *testing.T, i int) // freeze: connections hang
+	resume func(t *testing.T, i int)
+}
+
+func (fc *faultCluster) backends(t *testing.T) []Backend {
+	bs := make([]Backend, len(fc.addrs))
+	for i, addr := range fc.addrs {
+		bs[i] = NewBackend(client(t, addr))
+	}
+	return bs
+}
+
+func (fc *faultCluster) locker(t *testing.T, bs []Backend, opts ...Option) *Redlock {
+	t.Helper()
+	r, err := New(bs, append([]Option{WithNodeTimeout(fc.nodeTimeout)}, opts...)...)
+	require.NoError(t, err)
+	return r
+}
+
+// processCluster runs five redis-server processes.
+func faultProcesses(t *testing.T) *faultCluster {
+	c := redisserver.Start(t, 5)
+	return &faultCluster{
+		addrs:       c.Addrs(),
+		nodeTimeout: 200 * time.Millisecond,
+		restartTTL:  3 * time.Second,
+		kill:        func(_ *testing.T, i int) { c.Servers[i].Kill() },
+		start:       func(t *testing.T, i int) { c.Servers[i].Restart(t) },
+		pause:       func(_ *testing.T, i int) { c.Servers[i].Pause() },
+		resume:      func(_ *testing.T, i int) { c.Servers[i].Resume() },
+	}
+}
+
+// classify maps a failed Lock to what the checker counts. Unavailability
+// wins over the context: a call that ran out of time while too few nodes
+// answered is counted as unavailable.
+func faultClassify(err error) exclusion.Outcome {
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return exclusion.Unavailable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return exclusion.Deadline
+	case errors.Is(err, ErrNotAcquired):
+		return exclusion.Conflict
+	}
+	return exclusion.Other
+}
+
+// contention is a set of workers taking turns on one key until stopped.
+type faultContention struct {
+	chk     *exclusion.Checker
+	acq     atomic.Int64 // acquisitions, cheap to poll
+	unlocks atomic.Int64 // Unlock errors (expected only while a majority is down)
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// contend starts workers that lock key, stay inside for a moment, and
+// unlock, recording everything in chk. Each Lock call has its own deadline.
+func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, workers int, opts ...Option) *faultContention {
+	c := &faultContention{chk: chk, stop: make(chan struct{})}
+	opts = append([]Option{WithStrategy(Retry(5, 2*time.Millisecond))}, opts...)
+	for w := range workers {
+		c.wg.Go(func() {
+			for {
+				select {
+				case <-c.stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				l, err := lk.Lock(ctx, key, opts...)
+				if err != nil {
+					cancel()
+					chk.Fail(faultClassify(err), fmt.Errorf("worker %d: %w", w, err))
+					time.Sleep(5 * time.Millisecond) // fast failures must not spin
+					continue
+				}
+				e := chk.Enter(key, l.Token(), l.Until())
+				c.acq.Add(1)
+				time.Sleep(time.Millisecond)
+				e.Exit()
+				if err := l.Unlock(ctx); err != nil {
+					c.unlocks.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	return c
+}
+
+// waitAcquisitions waits until n more locks were granted than before.
+func (c *faultContention) waitAcquisitions(t *testing.T, n int64, what string) {
+	t.Helper()
+	target := c.acq.Load() + n
+	faultWaitFor(t, what, func() bool { return c.acq.Load() >= target })
+}
+
+// Stop stops the workers and waits for them.
+func (c *faultContention) Stop() {
+	close(c.stop)
+	c.wg.Wait()
+}
+
+// faultWaitFor polls cond until it holds; the watchdog fails the test.
+func faultWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(faultWatchdog)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("watchdog: %s did not happen within %v", what, faultWatchdog)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// faultKillOneThenTwo kills one master and then a second while clients
+// contend: 3 of 5 are still a quorum, so locks keep being granted, nothing
+// is ever unavailable, and no two holders overlap.
+func faultKillOneThenTwo(t *testing.T, fc *faultCluster) {
+	lk := fc.locker(t, fc.backends(t), WithTTL(2*time.Second))
+	chk := exclusion.New()
+	c := faultContend(t, lk, chk, "kill-1-2", 4)
+	c.waitAcquisitions(t, 20, "acquisitions with 5 of 5 up")
+	fc.kill(t, 0)
+	c.waitAcquisitions(t, 20, "acquisitions with 4 of 5 up")
+	fc.kill(t, 1)
+	c.waitAcquisitions(t, 20, "acquisitions with 3 of 5 up")
+	c.Stop()
+	st := chk.Verify(t, "kill 1 then 2")
+	assert.Zero(t, st.Unavailable, "3 of 5 masters always answer")
+	assert.Zero(t, c.unlocks.Load(), "every Unlock reached a quorum")
+}
+
+// faultKillThree kills a majority: every call ends with ErrUnavailable
+// (never ErrNotAcquired: "broken", not "busy") no later than its deadline,
+// and leaves no goroutine behind. Restarted, the masters serve again.
+func faultKillThree(t *testing.T, fc *faultCluster) {
+	bs := fc.backends(t)
+	lk := fc.locker(t, bs, WithTTL(time.Second))
+	l, err := lk.Lock(t.Context(), "kill-3") // warm the connection pools
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	for i := range 3 {
+		fc.kill(t, i)
+	}
+
+	chk := exclusion.New()
+	before := goleak.IgnoreCurrent()
+	const callers, calls = 4, 3
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for j := range calls {
+				// j == 0 fails at once; the others retry until their
+				// deadline. Both end with ErrUnavailable.
+				strategy, budget := Reject(), 10*time.Second
+				if j > 0 {
+					strategy, budget = Retry(1000, 10*time.Millisecond), 300*time.Millisecond
+				}
+				deadline := time.Now().Add(budget)
+				ctx, cancel := context.WithDeadline(t.Context(), deadline)
+				l, err := lk.Lock(ctx, "kill-3", WithStrategy(strategy))
+				expired := ctx.Err() != nil
+				cancel()
+				if late := time.Since(deadline); late > 5*time.Second { // a watchdog, not a timing claim
+					chk.Fail(exclusion.Other, fmt.Errorf("Lock returned %v after its deadline", late))
+				}
+				if err == nil {
+					chk.Enter("kill-3", l.Token(), l.Until()).Exit()
+					_ = l.Unlock(t.Context())
+					continue
+				}
+				chk.Fail(faultClassify(err), err)
+				switch {
+				case !errors.Is(err, ErrUnavailable):
+					chk.Fail(exclusion.Other, fmt.Errorf("want ErrUnavailable: %w", err))
+				case !expired && errors.Is(err, ErrNotAcquired):
+					chk.Fail(exclusion.Other, fmt.Errorf("unavailable is not busy: %w", err))
+				case j > 0 && !errors.Is(err, context.DeadlineExceeded):
+					chk.Fail(exclusion.Other, fmt.Errorf("a retrying call ends at its deadline: %w", err))
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(faultWatchdog):
+		t.Fatal("watchdog: Lock calls did not return after their deadline")
+	}
+	st := chk.Verify(t, "kill 3")
+	assert.Zero(t, st.Acquisitions, "no lock without a majority")
+	assert.Equal(t, callers*calls, st.Unavailable, "every call ended ErrUnavailable")
+	// go-redis starts one redial probe per pool whose dials keep failing
+	// (pool.tryDial, once a second until the node answers or the client is
+	// closed): the client's, not a call's.
+	goleak.VerifyNone(t, before, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+
+	for i := range 3 {
+		fc.start(t, i)
+	}
+	// The first calls may still fail fast: go-redis keeps returning the
+	// last dial error until its redial probe (once a second) sees the node
+	// back. Service resumes once one call succeeds; from then on a quorum
+	// answers.
+	faultWaitFor(t, "a lock after the masters came back", func() bool {
+		l, err := lk.Lock(t.Context(), "kill-3")
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			return false
+		}
+		return l.Unlock(t.Context()) == nil
+	})
+	chk = exclusion.New()
+	c := faultContend(t, lk, chk, "kill-3", 4)
+	c.waitAcquisitions(t, 20, "acquisitions after the masters came back")
+	c.Stop()
+	st = chk.Verify(t, "kill 3, restarted")
+	assert.Zero(t, st.Unavailable, "all five masters are back")
+}
+
+// faultPauseOnAcquire holds the first Acquire of key on its node until the test
+// has frozen that node, then sends it: the freeze lands in the middle of
+// the acquisition, with the other nodes' SETs in flight.
+type faultPauseOnAcquire struct {
+	Backend
+	key     string
+	arrived chan struct{} // closed when the Acquire arrived
+	paused  chan struct{} // closed by the test once the node is frozen
+	once    sync.Once
+	sent    atomic.Bool // the SET really went to the frozen node
+}
+
+func (p *faultPauseOnAcquire) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	first := false
+	if key == p.key {
+		p.once.Do(func() { first = true })
+	}
+	if first {
+		close(p.arrived)
+		select {
+		case <-p.paused:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		p.sent.Store(true)
+	}
+	return p.Backend.Acquire(ctx, key, token, ttl)
+}
+
+// faultPauseMidAcquisition freezes a master while an acquisition is in
+// flight: the per-node timeout bounds the call, the other four grant the
+// lock, and clients keep taking turns while the master stays frozen.
+func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
+	const key = "pause"
+	bs := fc.backends(t)
+	p := &faultPauseOnAcquire{Backend: bs[0], key: key, arrived: make(chan struct{}), paused: make(chan struct{})}
+	bs[0] = p
+	// The node timeout must cover freezing the node (docker pause is not
+	// instant) for the SET to reach it frozen, and stay far below the TTL.
+	lk := fc.locker(t, bs, WithTTL(10*time.Second), WithNodeTimeout(time.Second), WithStrategy(Reject()))
+
+	type result struct {
+		l   *Lock
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, err := lk.Lock(t.Context(), key)
+		res <- result{l, err}
+	}()
+	select {
+	case <-p.arrived:
+	case <-time.After(faultWatchdog):
+		t.Fatal("watchdog: the acquisition never reached node 0")
+	}
+	fc.pause(t, 0)
+	close(p.paused)
+	defer fc.resume(t, 0)
+
+	var r result
+	select {
+	case r = <-res:
+	case <-time.After(faultWatchdog):
+		t.Fatal("watchdog: Lock did not return while a master was frozen")
+	}
+	require.NoError(t, r.err, "four of five masters granted it")
+	assert.True(t, p.sent.Load(), "the SET was sent to the frozen master")
+	for i, addr := range fc.addrs[1:] {
+		v, err := client(t, addr).Get(t.Context(), key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, r.l.Token(), v, "node %d holds our token", i+1)
+	}
+
+	chk := exclusion.New()
+	e := chk.Enter(key, r.l.Token(), r.l.Until())
+	_, err := lk.Lock(t.Context(), key)
+	assert.ErrorIs(t, err, ErrNotAcquired, "the lock still excludes while a master is frozen")
+	e.Exit()
+	require.NoError(t, r.l.Unlock(t.Context()))
+
+	// Contenders use the short default node timeout: each round waits
+	// that long for the frozen master, and no longer.
+	c := faultContend(t, fc.locker(t, bs, WithTTL(2*time.Second)), chk, key, 3)
+	c.waitAcquisitions(t, 10, "acquisitions with a frozen master")
+	c.Stop()
+	st := chk.Verify(t, "pause mid-acquisition")
+	assert.Zero(t, st.Unavailable)
+}
+
+// faultRestartWithoutPersistence kills a majority of masters while a lock
+// is held and restarts them empty, either at once (breaking the documented
+// rule) or after the TTL (following it). A second client tries all along.
+// It returns the checker (A's section and B's) and B's acquisition time;
+// the caller asserts what each variant must show.
+func faultRestartWithoutPersistence(t *testing.T, fc *faultCluster, delayed bool) (*exclusion.Checker, *Lock, *Lock) {
+	const key = "restart"
+	ttl := fc.restartTTL
+	bs := fc.backends(t)
+	lk := fc.locker(t, bs, WithTTL(ttl), WithStrategy(Reject()))
+	chk := exclusion.New()
+
+	a, err := lk.Lock(t.Context(), key)
+	require.NoError(t, err)
+	aIn := chk.Enter(key, "A", a.Until())
+	crash := time.Now()
+	for i := range 3 {
+		fc.kill(t, i)
+	}
+
+	// B tries every few milliseconds from the crash until it gets the lock.
+	bDone := make(chan *Lock, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			b, err := lk.Lock(ctx, key)
+			cancel()
+			if err == nil {
+				chk.Enter(key, "B", b.Until()).Exit()
+				bDone <- b
+				return
+			}
+			chk.Fail(faultClassify(err), err)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-bDone }()
+
+	if delayed {
+		time.Sleep(time.Until(crash.Add(ttl))) // the rule: out for at least the TTL
+	}
+	for i := range 3 {
+		fc.start(t, i)
+	}
+	var b *Lock
+	select {
+	case b = <-bDone:
+	case <-time.After(faultWatchdog):
+		t.Fatal("watchdog: B never got the lock after the restart")
+	}
+	require.NotNil(t, b, "B got the lock once the masters were back")
+	// A works until its validity ends, then leaves.
+	time.Sleep(time.Until(a.Until()))
+	aIn.Exit()
+	_ = a.Unlock(t.Context())
+	_ = b.Unlock(t.Context())
+	return chk, a, b
+}
+
+func faultRestartDelayed(t *testing.T, fc *faultCluster) {
+	chk, a, b := faultRestartWithoutPersistence(t, fc, true)
+	st := chk.Verify(t, "restart after the TTL (rule kept)")
+	assert.Zero(t, st.Overlaps)
+	assert.Positive(t, st.Unavailable, "three masters were down for a TTL")
+	first := chk.Sections()[1]
+	assert.False(t, first.Start.Before(a.Until()), "B entered only after A's validity (B until %v)", b.Until())
+}
+
+func faultRestartImmediate(t *testing.T, fc *faultCluster) {
+	chk, a, _ := faultRestartWithoutPersistence(t, fc, false)
+	st := chk.Report(t, "immediate restart (rule broken, overlap expected)")
+	ss := chk.Sections()
+	require.Len(t, ss, 2)
+	assert.True(t, ss[1].Start.Before(a.Until()), "B got in while A was still valid")
+	assert.Positive(t, st.Overlaps, "the checker sees the two holders overlap")
+}
+
+// TestFaults runs the fault scenarios on redis-server processes: SIGKILL,
+// SIGSTOP and restart without persistence, no Docker needed.
+func TestFaults(t *testing.T) {
+	scenarios := []struct {
+		name string
+		run  func(*testing.T, *faultCluster)
+	}{
+		{"KillOneThenTwo", faultKillOneThenTwo},
+		{"KillThree", faultKillThree},
+		{"PauseMidAcquisition", faultPauseMidAcquisition},
+		{"RestartDelayed", faultRestartDelayed},
+		{"RestartImmediate", faultRestartImmediate},
+	}
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) { s.run(t, faultProcesses(t)) })
+	}
+}
