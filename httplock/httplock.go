@@ -1,0 +1,282 @@
+// Package httplock makes a net/http service's writes to one record take
+// turns across every worker that serves it, while writes to different
+// records run in parallel.
+//
+// The Middleware locks a record for the duration of each update (PUT,
+// PATCH) and delete (DELETE) request addressed to it, under the key
+// {namespace}:{project}:{endpoint}:{recordId}:write (see
+// redlock.KeySpace). Inserts (POST) and reads (GET, HEAD, OPTIONS) run
+// without a lock: an insert creates a new row no one else can be writing,
+// and a read is served by the database's own consistency. WithMethods
+// changes the set, for instance to lock a POST that acts on an existing
+// record, such as a checkout.
+//
+// The handler runs inside redlock's Do: the lock is renewed by a heartbeat
+// while it runs, and if the lock is lost anyway (a quorum of Redis nodes
+// no longer holds it) the request's context is cancelled with a cause
+// matching redlock.ErrLockLost, so a handler that passes r.Context() to
+// its database calls stops writing. The lock is released when the handler
+// returns, also when it panics.
+//
+// A request that cannot get the lock never reaches the handler. It is
+// answered with a JSON body {"error": "..."} and:
+//
+//	409 Conflict               the record is being written by another request
+//	                           (the strategy was reject, or its retries ran out)
+//	400 Bad Request            the record id cannot be part of a lock key (it is
+//	                           empty or contains ':')
+//	500 Internal Server Error  the lock service could not decide (too few Redis
+//	                           nodes answered), or the lock was lost before the
+//	                           handler wrote anything
+package httplock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/quorumlock/redlock"
+)
+
+// Record identifies the record a request writes to. Its three parts are
+// the middle of the lock key, {project}:{endpoint}:{recordId}.
+type Record struct {
+	Project  string // the application, e.g. "mini-inventory"
+	Endpoint string // the resource, e.g. "supplier"
+	ID       string // the record's id, e.g. a UUID from the URL
+}
+
+// A RecordFunc names the record a request writes to. It returns ok =
+// false for a request that does not address one record (a bulk update,
+// say); such a request runs without a lock. It is called only for the
+// methods that lock, before the handler, and must not consume the body.
+type RecordFunc func(r *http.Request) (rec Record, ok bool)
+
+// PathRecord returns a RecordFunc for routes registered on an
+// http.ServeMux with a wildcard: the record id is r.PathValue(wildcard).
+// A request whose wildcard is empty is not addressed to a record.
+//
+//	mux.Handle("PUT /suppliers/{id}", mw.Wrap(update))
+//	... httplock.PathRecord("mini-inventory", "supplier", "id")
+func PathRecord(project, endpoint, wildcard string) RecordFunc {
+	return func(r *http.Request) (Record, bool) {
+		id := r.PathValue(wildcard)
+		return Record{Project: project, Endpoint: endpoint, ID: id}, id != ""
+	}
+}
+
+// ErrBadRecord is matched by the error a Middleware reports when the
+// record a request names cannot be turned into a lock key (an empty part,
+// or one containing ':'). It is the client's fault: WriteError answers
+// 400.
+var ErrBadRecord = errors.New("httplock: bad record id")
+
+// An ErrorHandler answers a request that did not get its lock, or lost it
+// before writing a response. err matches redlock.ErrNotAcquired (the
+// record is busy), ErrBadRecord, redlock.ErrLockLost, or anything else
+// the locker returned (redlock.ErrUnavailable, usually). WriteError is the
+// default; a custom handler can log and then call it.
+type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+
+// Middleware locks records around the handlers it wraps. Build it with New;
+// one Middleware can wrap many handlers.
+type Middleware struct {
+	locker   redlock.Locker
+	record   RecordFunc
+	keys     redlock.KeySpace
+	methods  map[string]bool
+	lockOpts []redlock.Option
+	onError  ErrorHandler
+}
+
+// An Option configures a Middleware.
+type Option func(*Middleware) error
+
+// WithMethods replaces the methods that lock (default PUT, PATCH and
+// DELETE). Methods are matched exactly, as net/http does: "POST", not
+// "post".
+func WithMethods(methods ...string) Option {
+	return func(m *Middleware) error {
+		if len(methods) == 0 {
+			return fmt.Errorf("%w: httplock: WithMethods needs at least one method", redlock.ErrInvalid)
+		}
+		m.methods = make(map[string]bool, len(methods))
+		for _, meth := range methods {
+			if meth == "" {
+				return fmt.Errorf("%w: httplock: empty method", redlock.ErrInvalid)
+			}
+			m.methods[meth] = true
+		}
+		return nil
+	}
+}
+
+// WithKeySpace sets the key namespace (default redlock.DefaultKeyNamespace,
+// "rf:lock").
+func WithKeySpace(ks redlock.KeySpace) Option {
+	return func(m *Middleware) error {
+		if _, err := ks.Write("p", "e", "id"); err != nil {
+			return err
+		}
+		m.keys = ks
+		return nil
+	}
+}
+
+// WithLockOptions passes options to every Do, overriding the locker's
+// defaults for these routes: a different TTL, strategy or renew interval.
+func WithLockOptions(opts ...redlock.Option) Option {
+	return func(m *Middleware) error {
+		m.lockOpts = append(m.lockOpts, opts...)
+		return nil
+	}
+}
+
+// WithErrorHandler replaces WriteError.
+func WithErrorHandler(h ErrorHandler) Option {
+	return func(m *Middleware) error {
+		if h == nil {
+			return fmt.Errorf("%w: httplock: nil error handler", redlock.ErrInvalid)
+		}
+		m.onError = h
+		return nil
+	}
+}
+
+// New returns a Middleware that locks through locker the record that
+// record names. The locker is usually the one redlock.FromEnv returns;
+// when distributed locking is disabled there, every lock is granted and
+// the middleware costs almost nothing. A nil locker or record, or a bad
+// option, is an error matching redlock.ErrInvalid.
+func New(locker redlock.Locker, record RecordFunc, opts ...Option) (*Middleware, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("%w: httplock: nil locker", redlock.ErrInvalid)
+	}
+	if record == nil {
+		return nil, fmt.Errorf("%w: httplock: nil RecordFunc", redlock.ErrInvalid)
+	}
+	m := &Middleware{
+		locker:  locker,
+		record:  record,
+		methods: map[string]bool{http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true},
+		onError: WriteError,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Wrap returns next guarded by the record lock. See the package
+// documentation for what happens to each request.
+//
+// Once the handler has started a response, the status is its own: an
+// error from the lock after that point (the lock lost while the handler
+// was finishing, a release that found the lock expired) cannot be sent
+// any more and is not reported; watch it with a redlock Observer. When
+// the handler has written nothing and the lock was lost, the client gets
+// a 500 rather than an empty 200.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.methods[r.Method] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec, ok := m.record(r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key, err := m.keys.Write(rec.Project, rec.Endpoint, rec.ID)
+		if err != nil {
+			m.onError(w, r, fmt.Errorf("%w: %w", ErrBadRecord, err))
+			return
+		}
+		tw := &trackingWriter{ResponseWriter: w}
+		err = m.locker.Do(r.Context(), key, func(ctx context.Context) error {
+			next.ServeHTTP(tw, r.WithContext(ctx))
+			return nil
+		}, m.lockOpts...)
+		if err != nil && !tw.started.Load() {
+			m.onError(w, r, err)
+		}
+	})
+}
+
+// StatusOf returns the HTTP status WriteError answers for err: 409 for an
+// error matching redlock.ErrNotAcquired, 400 for ErrBadRecord, 500 for
+// anything else.
+func StatusOf(err error) int {
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return http.StatusConflict
+	case errors.Is(err, ErrBadRecord):
+		return http.StatusBadRequest
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// WriteError is the default ErrorHandler: StatusOf(err) with a JSON body
+// {"error": "..."} and Content-Type application/json. The message says
+// what happened in terms a client can act on; it does not reveal lock
+// keys or node addresses.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	status := StatusOf(err)
+	var msg string
+	switch {
+	case status == http.StatusConflict:
+		msg = "the record is being processed by another request; try again later"
+	case status == http.StatusBadRequest:
+		msg = "the record id cannot be locked: it is empty or contains ':'"
+	case errors.Is(err, redlock.ErrLockLost):
+		msg = "the lock on the record was lost while the request was processed"
+	default:
+		msg = "the lock service is unavailable"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+	}{msg})
+}
+
+// trackingWriter records whether the handler started a response, so the
+// middleware knows whether it may still send an error.
+type trackingWriter struct {
+	http.ResponseWriter
+	started atomic.Bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) {
+	// 1xx informational headers do not start the response.
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		t.started.Store(true)
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.started.Store(true)
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the wrapper; flushing
+// starts the response.
+func (t *trackingWriter) Flush() {
+	t.started.Store(true)
+	_ = http.NewResponseController(t.ResponseWriter).Flush()
+}
+
+// Unwrap gives http.ResponseController the underlying writer, so
+// deadlines and hijacking work through the middleware.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
