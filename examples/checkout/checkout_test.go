@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// watchdog bounds every wait: a hang fails the test after it, it is not a
+// claim about speed.
+const watchdog = 20 * time.Second
+
+// fromEnv builds the locker the way the service does, from
+// LOCK_DISTRIBUTED_* variables (here a map, not the process environment).
+func fromEnv(t *testing.T, env map[string]string) redlock.Locker {
+	t.Helper()
+	cfg, err := redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	l, closer, err := cfg.Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { closer.Close() })
+	return l
+}
+
+// gateway is a payment gateway the test controls: each charge reports its
+// order on entered and waits until release is closed.
+type gateway struct {
+	entered chan string
+	release chan struct{}
+	mu      sync.Mutex
+	charges map[string]int
+}
+
+func newGateway() *gateway {
+	return &gateway{entered: make(chan string, 8), release: make(chan struct{}), charges: map[string]int{}}
+}
+
+func (g *gateway) charge(ctx context.Context, id string, amount int64) error {
+	g.entered <- id
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.charges[id]++
+	return nil
+}
+
+// charged returns a copy of the charges made so far.
+func (g *gateway) charged() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]int, len(g.charges))
+	for k, v := range g.charges {
+		out[k] = v
+	}
+	return out
+}
+
+func (g *gateway) waitEntered(t *testing.T) string {
+	t.Helper()
+	select {
+	case id := <-g.entered:
+		return id
+	case <-time.After(watchdog):
+		t.Fatal("no charge started")
+		return ""
+	}
+}
+
+type result struct {
+	status int
+	body   map[string]any
+	ctype  string
+}
+
+func post(t *testing.T, base, order string, amount int) result {
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/orders/"+order+"/checkout",
+		strings.NewReader(fmt.Sprintf(`{"amount":%d}`, amount)))
+	if err != nil {
+		return result{status: -1}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return result{status: -1, body: map[string]any{"transport": err.Error()}}
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return result{status: resp.StatusCode, body: body, ctype: resp.Header.Get("Content-Type")}
+}
+
+func postAsync(t *testing.T, base, order string, amount int) <-chan result {
+	ch := make(chan result, 1)
+	go func() { ch <- post(t, base, order, amount) }()
+	return ch
+}
+
+func wait(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(watchdog):
+		t.Fatal("request never finished")
+		return result{}
+	}
+}
+
+func server(t *testing.T, locker redlock.Locker, g *gateway) string {
+	t.Helper()
+	h, err := newHandler(locker, g.charge)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return srv.URL
+}
+
+// nodes are the lock backends the example is tested on.
+func nodes(t *testing.T) map[string]func(t *testing.T) string {
+	urls := func(addrs []string) string {
+		for i := range addrs {
+			addrs[i] = "redis://" + addrs[i]
+		}
+		return strings.Join(addrs, ",")
+	}
+	return map[string]func(t *testing.T) string{
+		"miniredis": func(t *testing.T) string { return urls([]string{miniredis.RunT(t).Addr()}) },
+		"real N=3":  func(t *testing.T) string { return urls(redisserver.Start(t, 3).Addrs()) },
+	}
+}
+
+// Two checkouts of one order overlap by construction (the first is held
+// inside the payment gateway until the second has its answer): one 200
+// and one 409, and the order is charged once. A later checkout finds it
+// paid and charges nothing.
+func TestCheckoutSameOrderOnce(t *testing.T) {
+	for _, strategy := range []string{"reject", "retry"} {
+		for name, mk := range nodes(t) {
+			t.Run(strategy+"/"+name, func(t *testing.T) {
+				locker := fromEnv(t, map[string]string{
+					redlock.EnvEnabled: "true", redlock.EnvNodes: mk(t),
+					redlock.EnvStrategy: strategy, redlock.EnvRetry: "2", redlock.EnvRetryDelay: "5",
+				})
+				g := newGateway()
+				base := server(t, locker, g)
+
+				first := postAsync(t, base, "1234", 1500)
+				require.Equal(t, "1234", g.waitEntered(t))
+				second := post(t, base, "1234", 1500)
+				assert.Equal(t, http.StatusConflict, second.status)
+				assert.Equal(t, "application/json", second.ctype)
+				assert.NotEmpty(t, second.body["error"])
+
+				close(g.release)
+				r := wait(t, first)
+				assert.Equal(t, http.StatusOK, r.status)
+				assert.Equal(t, "success", r.body["status"])
+
+				third := post(t, base, "1234", 1500)
+				assert.Equal(t, http.StatusOK, third.status)
+				assert.Equal(t, "already_paid", third.body["status"])
+				assert.Equal(t, map[string]int{"1234": 1}, g.charged(), "charged exactly once")
+			})
+		}
+	}
+}
+
+// Checkouts of two different orders are both inside the gateway at once
+// (the test waits for both before letting either finish), and both
+// succeed.
+func TestCheckoutDifferentOrdersInParallel(t *testing.T) {
+	for name, mk := range nodes(t) {
+		t.Run(name, func(t *testing.T) {
+			locker := fromEnv(t, map[string]string{
+				redlock.EnvEnabled: "true", redlock.EnvNodes: mk(t), redlock.EnvStrategy: "reject",
+			})
+			g := newGateway()
+			base := server(t, locker, g)
+			a := postAsync(t, base, "A-1", 100)
+			b := postAsync(t, base, "B-2", 200)
+			assert.ElementsMatch(t, []string{"A-1", "B-2"}, []string{g.waitEntered(t), g.waitEntered(t)})
+			close(g.release)
+			assert.Equal(t, http.StatusOK, wait(t, a).status)
+			assert.Equal(t, http.StatusOK, wait(t, b).status)
+			assert.Equal(t, map[string]int{"A-1": 1, "B-2": 1}, g.charged())
+		})
+	}
+}
+
+// With the lock service down, a checkout is refused with 500 and nothing
+// is charged.
+func TestCheckoutLockServiceDown(t *testing.T) {
+	srv := miniredis.RunT(t)
+	locker := fromEnv(t, map[string]string{
+		redlock.EnvEnabled: "true", redlock.EnvNodes: "redis://" + srv.Addr(), redlock.EnvStrategy: "reject",
+	})
+	g := newGateway()
+	base := server(t, locker, g)
+	srv.Close()
+	r := post(t, base, "1234", 1500)
+	assert.Equal(t, http.StatusInternalServerError, r.status)
+	assert.Equal(t, "application/json", r.ctype)
+	assert.Empty(t, g.charged())
+}
+
+func TestCheckoutBadInput(t *testing.T) {
+	g := newGateway()
+	base := server(t, fromEnv(t, nil), g)
+	assert.Equal(t, http.StatusUnprocessableEntity, post(t, base, "1", 0).status)
+	assert.Equal(t, http.StatusBadRequest, post(t, base, "a:b", 1).status, "an order id that cannot be a lock key")
+	assert.Empty(t, g.charged())
+}
+
+// The command itself: flags, a .env file with the environment winning
+// over it, serving, and a clean shutdown when its context ends.
+func TestRun(t *testing.T) {
+	srv := miniredis.RunT(t)
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "checkout.env")
+	require.NoError(t, os.WriteFile(envFile, []byte(
+		"LOCK_DISTRIBUTED_ENABLED=true\nLOCK_DISTRIBUTED_STRATEGY=retry\nLOCK_DISTRIBUTED_NODES=redis://"+srv.Addr()+"\n"), 0o600))
+	t.Setenv(redlock.EnvStrategy, "reject") // the environment wins over the file
+	t.Setenv(redlock.EnvEnabled, "")        // empty: the file decides
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var logs bytes.Buffer
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-env", envFile}, &logs, func(a string) { addrc <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(watchdog):
+		t.Fatal("never listening")
+	}
+
+	// An order locked from outside is refused at once: enabled (file), reject (environment).
+	key, err := redlock.KeySpace{}.Write(project, "order", "77")
+	require.NoError(t, err)
+	srv.Set(key, "someone else")
+	r := post(t, "http://"+addr, "77", 1)
+	assert.Equal(t, http.StatusConflict, r.status)
+
+	ctx2, cancel2 := context.WithTimeout(t.Context(), watchdog)
+	defer cancel2()
+	req, _ := http.NewRequestWithContext(ctx2, http.MethodGet, "http://"+addr+"/orders/77", nil)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.JSONEq(t, `{"order_id":"77","paid":false,"amount":0}`, string(body))
+	http.DefaultClient.CloseIdleConnections()
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(watchdog):
+		t.Fatal("run did not stop")
+	}
+	assert.Contains(t, logs.String(), "strategy reject")
+
+	assert.Error(t, run(t.Context(), []string{"-env", filepath.Join(dir, "bad.env"), "-addr", "x"}, io.Discard, nil),
+		"a missing .env file is skipped, so the bad address is what fails")
+	t.Setenv(redlock.EnvTTL, "ten")
+	err = run(t.Context(), []string{"-env", ""}, io.Discard, nil)
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a malformed variable stops the service before it listens")
+}
