@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -232,7 +233,7 @@ func (c Config) Open(opts ...Option) (Locker, io.Closer, error) {
 	}
 	opts = append(c.Options(), opts...)
 	if !c.Enabled {
-		s, err := NewSingle(alwaysGrant{}, opts...)
+		s, err := NewSingle(&alwaysGrant{}, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -299,18 +300,37 @@ type closeFunc func() error
 func (f closeFunc) Close() error { return f() }
 
 // alwaysGrant is the backend of a disabled configuration: every lock is
-// granted, extended and released at once. Its Name cannot clash with a
-// real node, and it is never mixed with one.
-type alwaysGrant struct{}
+// granted, extended and released at once. It also issues fencing tokens
+// (from one counter for all keys, so they increase for every key, within
+// this process only), so code written WithFencing runs unchanged too. It
+// is never mixed with a real node.
+type alwaysGrant struct {
+	fence atomic.Int64
+}
 
-func (alwaysGrant) Name() string { return "disabled" }
+var _ Fencer = (*alwaysGrant)(nil)
 
-func (alwaysGrant) Acquire(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
+func (*alwaysGrant) Name() string { return "disabled" }
+
+func (*alwaysGrant) Acquire(context.Context, string, string, time.Duration) (bool, error) {
 	return true, nil
 }
 
-func (alwaysGrant) Release(ctx context.Context, _, _ string) (bool, error) { return true, nil }
+func (*alwaysGrant) Release(context.Context, string, string) (bool, error) { return true, nil }
 
-func (alwaysGrant) Extend(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
+func (*alwaysGrant) Extend(context.Context, string, string, time.Duration) (bool, error) {
 	return true, nil
+}
+
+func (g *alwaysGrant) AcquireFenced(context.Context, string, string, time.Duration) (bool, int64, error) {
+	return true, g.fence.Add(1), nil
+}
+
+func (g *alwaysGrant) RaiseFence(_ context.Context, _, _ string, fence int64) (bool, error) {
+	for {
+		cur := g.fence.Load()
+		if cur >= fence || g.fence.CompareAndSwap(cur, fence) {
+			return true, nil
+		}
+	}
 }

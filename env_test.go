@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -188,6 +189,37 @@ func TestConfigDisabledGrantsEverything(t *testing.T) {
 	assert.ErrorIs(t, locks[0].Unlock(t.Context()), ErrNotHeld, "a Lock is still released only once")
 	require.NoError(t, closer.Close())
 	require.NoError(t, closer.Close(), "Close is idempotent")
+}
+
+// Do works on a disabled locker too, with no exclusion: every function
+// runs at once (each waits until all have started), and the heartbeat,
+// had it time to beat, would renew against nothing.
+func TestConfigDisabledDo(t *testing.T) {
+	l, closer, err := Config{Strategy: StrategyReject, TTL: time.Second}.Open()
+	require.NoError(t, err)
+	defer closer.Close()
+	const n = 8
+	var started sync.WaitGroup
+	started.Add(n)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			errs <- l.Do(t.Context(), "rf:lock:p:e:1:write", func(ctx context.Context) error {
+				started.Done()
+				select {
+				case <-all:
+					return ctx.Err()
+				case <-time.After(20 * time.Second): // a watchdog, not a timing claim
+					return errors.New("not every function ran at the same time")
+				}
+			})
+		}()
+	}
+	for range n {
+		assert.NoError(t, <-errs)
+	}
 }
 
 // The strategy the variables describe is the one Lock follows: under
