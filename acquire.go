@@ -70,12 +70,32 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 // attempts.
 func attempt(ctx context.Context, nodes []Backend, cfg *config, key, token string, dirty []bool) (*Lock, error) {
 	start := cfg.clock.Now()
-	r := fanOut(ctx, nodes, cfg, "acquire", key, ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.Acquire(ctx, key, token, cfg.ttl)
+	var counters []int64 // with fencing, what each node's INCR returned
+	if cfg.fencing {
+		counters = make([]int64, len(nodes))
+	}
+	r := fanOut(ctx, nodes, cfg, "acquire", key, ErrNotAcquired, func(ctx context.Context, i int, b Backend) (bool, error) {
+		if counters == nil {
+			return b.Acquire(ctx, key, token, cfg.ttl)
+		}
+		ok, c, err := b.(Fencer).AcquireFenced(ctx, key, token, cfg.ttl)
+		counters[i] = c
+		return ok, err
 	})
 	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
 	if r.granted >= quorum(len(nodes)) && left > 0 && ctx.Err() == nil {
-		return newLock(key, token, 0, nodes, cfg, start), nil
+		var f int64
+		if counters != nil {
+			var err error
+			if f, err = fence(ctx, nodes, cfg, key, token, r, counters); err != nil {
+				rollback(ctx, nodes, cfg, key, token, r, dirty)
+				return nil, err
+			}
+			left = validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
+		}
+		if left > 0 && ctx.Err() == nil {
+			return newLock(key, token, f, nodes, cfg, start), nil
+		}
 	}
 	rollback(ctx, nodes, cfg, key, token, r, dirty)
 	return nil, r.quorumError("acquire", key, left)

@@ -1,0 +1,10 @@
+-- Fenced acquire: SET NX PX and, only when that set the key, INCR of the
+-- key's fence counter, in one atomic step, so a counter value is issued
+-- only to the client that set the key, while its key is there.
+-- KEYS[1] lock key, KEYS[2] fence counter (never expires), ARGV[1] token,
+-- ARGV[2] TTL in ms. Returns the new counter value (>= 1), or 0 when the
+-- key was held.
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return redis.call("incr", KEYS[2])
+end
+return 0

@@ -1,0 +1,78 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// FencedStore is the resource side of fencing: it remembers the highest
+// token that has written each record and refuses a write carrying a lower
+// one. The check and the write happen under one mutex here; in a database
+// it is one conditional statement, e.g.
+//
+//	UPDATE orders SET ..., fence = $token WHERE id = $id AND fence <= $token
+type FencedStore struct {
+	mu      sync.Mutex
+	highest map[string]int64
+	values  map[string]string
+}
+
+var ErrStaleToken = errors.New("stale fencing token")
+
+func (s *FencedStore) Write(record string, token int64, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.highest[record] {
+		return fmt.Errorf("%w: %d < %d", ErrStaleToken, token, s.highest[record])
+	}
+	if s.highest == nil {
+		s.highest, s.values = map[string]int64{}, map[string]string{}
+	}
+	s.highest[record], s.values[record] = token, value
+	return nil
+}
+
+// A holder that pauses past its validity (here: its key expires while it
+// sleeps) writes after the next holder; the store refuses the stale write.
+func ExampleWithFencing() {
+	srv := miniredis.NewMiniRedis() // stands in for a real Redis master
+	if err := srv.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	locker, err := redlock.NewSingle(redlock.NewBackend(c), redlock.WithFencing(),
+		redlock.WithTTL(time.Second), redlock.WithStrategy(redlock.Reject()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	store := &FencedStore{}
+
+	a, err := locker.Lock(ctx, "order:7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv.FastForward(2 * time.Second) // A stalls (GC, swap) and its lock expires
+
+	b, err := locker.Lock(ctx, "order:7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("B writes:", store.Write("order:7", b.Fence(), "paid by B"))
+	fmt.Println("A wakes, writes:", store.Write("order:7", a.Fence(), "paid by A"))
+	fmt.Println("tokens:", a.Fence(), b.Fence())
+	// Output:
+	// B writes: <nil>
+	// A wakes, writes: stale fencing token: 1 < 2
+	// tokens: 1 2
+}

@@ -1,0 +1,161 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fencing tokens.
+//
+// A lock cannot stop a holder that pauses (GC, swap, a stopped VM) past
+// its validity and then writes: by then another client may hold the lock.
+// A fencing token lets the protected resource refuse such a write. Every
+// holder of a key gets a number strictly greater than every earlier
+// holder's; it sends the number with each write, and the resource rejects
+// a write whose number is lower than the highest it has seen.
+//
+// # Counters
+//
+// Each node keeps, next to the lock key K, a counter under the key
+// K + ":fence". It never expires (one small key per lock key ever fenced,
+// kept for good: expiring it would restart the sequence) and only ever
+// goes up. With a cluster client, give K a hash tag ("{order:1}") so K and
+// its counter share a slot. Do not use a name ending in ":fence" as a lock
+// key of its own.
+//
+// # Single
+//
+// acquire_fenced.lua does SET K token NX PX ttl and, only when that set
+// the key, INCR of the counter, atomically. The token is the new counter
+// value: successive holders set K one after another on the one node, so
+// their INCRs come in the same order.
+//
+// # Redlock: why the maximum is not enough, and the second round
+//
+// Over N nodes, each granting node i returns its counter c_i, and the
+// obvious token, the maximum of the c_i over the granting quorum Q, is
+// not monotonic. A failed attempt (a client that set K on only a minority,
+// then rolled back) still incremented those nodes' counters; a later
+// holder whose quorum includes them gets a large token, and the holder
+// after it, on a quorum that avoids them, a smaller one. The counters of
+// different nodes drift apart and the maximum goes backwards.
+//
+// The lockers therefore use two rounds:
+//
+//  1. every node runs acquire_fenced.lua; the lock needs a quorum Q as
+//     usual, and the token is F = max over Q of c_i;
+//  2. on every node of Q whose c_i < F, fence.lua raises the counter to
+//     at least F, only while K still holds our token. Nodes with c_i = F
+//     are already there. The lock is handed out only if a quorum R of
+//     nodes (those with c_i = F plus those that confirmed the raise)
+//     has its counter at least F, within the validity; otherwise the
+//     acquisition is rolled back like any failed one.
+//
+// Claim: if holder B acquires K after holder A's lock has ended, then
+// F_B > F_A. Proof: R_A and Q_B are both majorities of the same N nodes,
+// so they share a node n. On n, A's counter reached F_A (by A's INCR or
+// A's raise) while A's key was on n: both scripts check it. B's SET NX on
+// n succeeded, so it ran when no key was on n, which is after A's key left
+// n (B's own earlier key cannot have been there in between and be counted,
+// since B's round is shorter than the TTL and a rolled-back key is not in
+// Q_B). Counters never decrease, so B's INCR on n returned at least
+// F_A + 1, and F_B, the maximum over Q_B, is at least that. ∎
+//
+// # What it rests on
+//
+// Like the lock itself, the argument needs a majority of masters to keep
+// their data. A master restarted without persistence comes back with its
+// counters at zero (and its locks gone); if that happens to enough nodes,
+// tokens can repeat or go backwards. Run the masters with AOF and
+// appendfsync always, or keep a restarted master out for longer than any
+// holder can stay paused. Fencing protects the resource against a stale
+// holder (a process pause, a lock that expired early because a node's
+// clock jumped); it does not help a resource that does not check the
+// token, and it orders holders only of the same key.
+
+// WithFencing makes every acquisition issue a fencing token,
+// (*Lock).Fence, strictly greater than every earlier holder's of the same
+// key. It costs a counter key per lock key on each node (never expiring)
+// and, for a Redlock whose nodes' counters disagree, a second round to
+// the nodes of the quorum; see the top of fence.go for the scheme and what
+// it rests on. Every node must implement Fencer (the go-redis adapter
+// does), or New, NewSingle and Lock return ErrInvalid.
+func WithFencing() Option { return func(c *config) { c.fencing = true } }
+
+// fenceSuffix names a lock key's counter: key + fenceSuffix.
+const fenceSuffix = ":fence"
+
+var (
+	//go:embed acquire_fenced.lua
+	acquireFencedSource string
+	acquireFencedScript = redis.NewScript(acquireFencedSource)
+
+	//go:embed fence.lua
+	raiseFenceSource string
+	raiseFenceScript = redis.NewScript(raiseFenceSource)
+)
+
+func (g *goRedis) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	n, err := acquireFencedScript.Run(ctx, g.c, []string{key, key + fenceSuffix}, token, ttl.Milliseconds()).Int64()
+	return n > 0, n, err
+}
+
+func (g *goRedis) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	n, err := raiseFenceScript.Run(ctx, g.c, []string{key, key + fenceSuffix}, token, fence).Int()
+	return n == 1, err
+}
+
+// fence runs round 2 of the scheme above after round 1 (r, with the
+// counters the nodes returned) reached a quorum. It returns the token, or
+// an error when too few nodes have their counter at least that high:
+// matching ErrUnavailable when the raise round's nodes did not answer,
+// ErrNotAcquired when they no longer held our key.
+func fence(ctx context.Context, nodes []Backend, cfg *config, key, token string, r round, counters []int64) (int64, error) {
+	var f int64
+	for i, err := range r.errs {
+		if err == nil {
+			f = max(f, counters[i])
+		}
+	}
+	at := 0 // nodes of Q whose counter is at least f
+	var behind []int
+	for i, err := range r.errs {
+		switch {
+		case err != nil:
+		case counters[i] == f:
+			at++
+		default:
+			behind = append(behind, i)
+		}
+	}
+	q := quorum(len(nodes))
+	if at >= q || len(behind) == 0 {
+		return f, nil
+	}
+	sub := make([]Backend, len(behind))
+	for j, i := range behind {
+		sub[j] = nodes[i]
+	}
+	raised := fanOut(ctx, sub, cfg, "fence", key, ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
+		return b.(Fencer).RaiseFence(ctx, key, token, f)
+	})
+	if at += raised.granted; at >= q {
+		return f, nil
+	}
+	e := &QuorumError{Op: "acquire", Key: key, Nodes: len(nodes), Quorum: q, Granted: at}
+	for i, err := range r.errs {
+		if err != nil {
+			e.Failed = append(e.Failed, NodeError{Node: nodes[i].Name(), Err: err})
+		}
+	}
+	for j, err := range raised.errs {
+		if err != nil {
+			e.Failed = append(e.Failed, NodeError{Node: sub[j].Name(), Err: fmt.Errorf("raising the fence to %d: %w", f, err)})
+		}
+	}
+	return 0, e
+}

@@ -1,0 +1,313 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errInjected = errors.New("injected failure")
+
+// A fault is what a flaky node does to the calls of one acquisition.
+type fault int32
+
+const (
+	healthy   fault = iota
+	down            // every call fails without reaching the node
+	lostReply       // acquisitions land (SET and INCR) but the reply is lost
+	noRaise         // fence raises fail without reaching the node
+	fakeRaise       // fence raises claim success and do nothing: the plain-maximum scheme
+)
+
+// flaky wraps a fencing Backend and injects a fault.
+type flaky struct {
+	Backend
+	fault  atomic.Int32
+	plain  bool         // every raise claims success and does nothing
+	raises atomic.Int64 // raises that reached the node
+}
+
+func (f *flaky) set(x fault)     { f.fault.Store(int32(x)) }
+func (f *flaky) is(x fault) bool { return fault(f.fault.Load()) == x }
+
+func (f *flaky) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if f.is(down) {
+		return false, errInjected
+	}
+	return f.Backend.Acquire(ctx, key, token, ttl)
+}
+
+func (f *flaky) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	if f.is(down) {
+		return false, 0, errInjected
+	}
+	ok, c, err := f.Backend.(Fencer).AcquireFenced(ctx, key, token, ttl)
+	if f.is(lostReply) && err == nil {
+		return false, 0, context.DeadlineExceeded
+	}
+	return ok, c, err
+}
+
+func (f *flaky) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	switch {
+	case f.plain && !f.is(down):
+		return true, nil
+	case f.is(down), f.is(noRaise):
+		return false, errInjected
+	case f.is(fakeRaise):
+		return true, nil
+	}
+	f.raises.Add(1)
+	return f.Backend.(Fencer).RaiseFence(ctx, key, token, fence)
+}
+
+func (f *flaky) Release(ctx context.Context, key, token string) (bool, error) {
+	if f.is(down) {
+		return false, errInjected
+	}
+	return f.Backend.Release(ctx, key, token)
+}
+
+func (f *flaky) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if f.is(down) {
+		return false, errInjected
+	}
+	return f.Backend.Extend(ctx, key, token, ttl)
+}
+
+func flakies(bs []Backend) ([]Backend, []*flaky) {
+	out := make([]Backend, len(bs))
+	fs := make([]*flaky, len(bs))
+	for i, b := range bs {
+		fs[i] = &flaky{Backend: b}
+		out[i] = fs[i]
+	}
+	return out, fs
+}
+
+// setFaults gives node i faults[i]; missing entries are healthy.
+func setFaults(fs []*flaky, faults ...fault) {
+	for i, f := range fs {
+		x := healthy
+		if i < len(faults) {
+			x = faults[i]
+		}
+		f.set(x)
+	}
+}
+
+func TestFencingSingle(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithFencing(), WithStrategy(Reject()))
+	require.NoError(t, err)
+	for want := int64(1); want <= 5; want++ {
+		l, err := s.Lock(t.Context(), "order:1")
+		require.NoError(t, err)
+		assert.Equal(t, want, l.Fence())
+		_, err = s.Lock(t.Context(), "order:1")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	v, err := ms[0].Get("order:1:fence")
+	require.NoError(t, err)
+	assert.Equal(t, "5", v, "a refused attempt does not increment the counter")
+	assert.Zero(t, ms[0].TTL("order:1:fence"), "the counter never expires")
+
+	l, err := s.Lock(t.Context(), "order:2")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), l.Fence(), "keys have their own counters")
+
+	plain, err := NewSingle(bs[0])
+	require.NoError(t, err)
+	l, err = plain.Lock(t.Context(), "order:3")
+	require.NoError(t, err)
+	assert.Zero(t, l.Fence(), "no token without WithFencing")
+	assert.False(t, ms[0].Exists("order:3:fence"))
+}
+
+func TestFencingNeedsFencers(t *testing.T) {
+	_, bs := minis(t, 3)
+	hb, _ := hooked(bs) // hookBackend does not implement Fencer
+	_, err := New(hb, WithFencing())
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = NewSingle(hb[0], WithFencing())
+	assert.ErrorIs(t, err, ErrInvalid)
+	r, err := New(hb)
+	require.NoError(t, err)
+	_, err = r.Lock(t.Context(), "k", WithFencing())
+	assert.ErrorIs(t, err, ErrInvalid)
+	err = r.Do(t.Context(), "k", func(context.Context) error { return nil }, WithFencing())
+	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+// TestFencingPlainMaximumGoesBackwards forces the interleaving that breaks
+// the obvious scheme (token = maximum of the quorum's INCRs) and shows that
+// the second round keeps tokens increasing through it.
+func TestFencingPlainMaximumGoesBackwards(t *testing.T) {
+	run := func(t *testing.T, raise bool) []int64 {
+		_, bs := minis(t, 5)
+		fb, fs := flakies(bs)
+		r, err := New(fb, WithFencing(), WithStrategy(Reject()))
+		require.NoError(t, err)
+		var tokens []int64
+		holder := func(faults ...fault) {
+			t.Helper()
+			setFaults(fs, faults...)
+			if !raise {
+				for _, f := range fs {
+					if f.is(healthy) {
+						f.set(fakeRaise)
+					}
+				}
+			}
+			l, err := r.Lock(t.Context(), "k")
+			require.NoError(t, err)
+			tokens = append(tokens, l.Fence())
+			setFaults(fs)
+			require.NoError(t, l.Unlock(t.Context()))
+		}
+		holder() // all five nodes: counters 1 everywhere
+		// Five attempts that reach only nodes 3 and 4 fail (no quorum) and
+		// are rolled back, but bump those nodes' counters to 6.
+		setFaults(fs, down, down, down)
+		for range 5 {
+			_, err := r.Lock(t.Context(), "k")
+			require.ErrorIs(t, err, ErrUnavailable)
+		}
+		holder(down, down)                            // quorum {2,3,4}: counters 2, 7, 7: token 7
+		holder(healthy, healthy, healthy, down, down) // quorum {0,1,2}
+		return tokens
+	}
+	t.Run("plain maximum", func(t *testing.T) {
+		tokens := run(t, false)
+		assert.Equal(t, []int64{1, 7, 3}, tokens, "the third holder gets a smaller token than the second")
+	})
+	t.Run("with the raise round", func(t *testing.T) {
+		tokens := run(t, true)
+		assert.Equal(t, []int64{1, 7, 8}, tokens, "node 2 was raised to 7 while the second holder held it")
+	})
+}
+
+func TestFencingRaiseFailureRollsBack(t *testing.T) {
+	ms, bs := minis(t, 5)
+	fb, fs := flakies(bs)
+	r, err := New(fb, WithFencing(), WithStrategy(Reject()))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k:fence", "10")) // node 0 is ahead
+	// Node 0 grants with 11; nodes 1 and 2 grant with 1 and cannot be
+	// raised; nodes 3 and 4 are down: only one node is at 11.
+	setFaults(fs, healthy, noRaise, noRaise, down, down)
+	_, err = r.Lock(t.Context(), "k")
+	require.ErrorIs(t, err, ErrUnavailable)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, 1, qe.Granted)
+	assert.Contains(t, err.Error(), "raising the fence to 11")
+	for _, m := range ms[:3] {
+		assert.False(t, m.Exists("k"), "rolled back")
+	}
+	setFaults(fs)
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(12), l.Fence())
+}
+
+// fenceRun makes n acquisitions of one key over 5 nodes; before each, a
+// random minority of nodes fails in a random way, and now and then a
+// competitor whose majority is down makes failed attempts that bump a
+// minority's counters. It returns the tokens in order and how many raises
+// reached a node. plain turns the raise round into a no-op.
+func fenceRun(t *testing.T, bs []Backend, n int, seed uint64, plain bool) ([]int64, int64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	fb, fs := flakies(bs)
+	for _, f := range fs {
+		f.plain = plain
+	}
+	r, err := New(fb, WithFencing(), WithStrategy(Reject()), WithTTL(5*time.Second))
+	require.NoError(t, err)
+	faults := []fault{down, lostReply, noRaise}
+	tokens := make([]int64, 0, n)
+	for i := 0; len(tokens) < n; i++ {
+		if rng.IntN(4) == 0 { // a failed attempt on a random minority
+			setFaults(fs)
+			perm := rng.Perm(5)
+			for _, j := range perm[:3] {
+				fs[j].set(down)
+			}
+			for range 1 + rng.IntN(3) {
+				_, err := r.Lock(t.Context(), "k")
+				require.ErrorIs(t, err, ErrUnavailable)
+			}
+		}
+		setFaults(fs)
+		perm := rng.Perm(5)
+		for _, j := range perm[:rng.IntN(3)] { // 0, 1 or 2 nodes fail
+			fs[j].set(faults[rng.IntN(len(faults))])
+		}
+		l, err := r.Lock(t.Context(), "k")
+		require.NoError(t, err, "acquisition %d: a minority failing never stops the lock", i)
+		tokens = append(tokens, l.Fence())
+		setFaults(fs) // let the release reach every node, including lost replies
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	var raises int64
+	for _, f := range fs {
+		raises += f.raises.Load()
+	}
+	return tokens, raises
+}
+
+func assertIncreasing(t *testing.T, tokens []int64) {
+	t.Helper()
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d is %d after %d: not strictly increasing", i, tokens[i], tokens[i-1])
+		}
+	}
+}
+
+func TestFencingStrictlyIncreasingWithRandomMinorityFailing(t *testing.T) {
+	_, bs := minis(t, 5)
+	tokens, raises := fenceRun(t, bs, 1000, 1, false)
+	assertIncreasing(t, tokens)
+	assert.Greater(t, tokens[len(tokens)-1], int64(1000), "failed attempts consumed counter values too")
+	assert.Positive(t, raises, "the counters diverged and the raise round was needed")
+	t.Logf("1000 tokens up to %d, %d raises", tokens[len(tokens)-1], raises)
+
+	// The same faults without the raise round: the plain maximum goes back.
+	_, bs = minis(t, 5)
+	tokens, _ = fenceRun(t, bs, 300, 1, true)
+	backwards := 0
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			backwards++
+		}
+	}
+	assert.Positive(t, backwards, "without the raise round some token is not above its predecessor")
+	t.Logf("plain maximum: %d of 300 tokens not above their predecessor", backwards)
+}
+
+func TestRealServersFencingStrictlyIncreasing(t *testing.T) {
+	_, bs := realNodes(t, 5)
+	tokens, _ := fenceRun(t, bs, 200, 2, false)
+	assertIncreasing(t, tokens)
+
+	_, one := realNodes(t, 1)
+	s, err := NewSingle(one[0], WithFencing(), WithStrategy(Reject()))
+	require.NoError(t, err)
+	var last int64
+	for i := range 50 {
+		l, err := s.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		require.Greater(t, l.Fence(), last, fmt.Sprint("acquisition ", i))
+		last = l.Fence()
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+}
