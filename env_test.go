@@ -222,6 +222,22 @@ func TestConfigDisabledDo(t *testing.T) {
 	}
 }
 
+// Code written WithFencing runs unchanged on a disabled locker: tokens
+// are issued, and increase.
+func TestConfigDisabledFencing(t *testing.T) {
+	l, closer, err := Config{Strategy: StrategyRetry, TTL: time.Second}.Open(WithFencing())
+	require.NoError(t, err)
+	defer closer.Close()
+	var last int64
+	for range 5 {
+		lk, err := l.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Greater(t, lk.Fence(), last)
+		last = lk.Fence()
+		require.NoError(t, lk.Unlock(t.Context()))
+	}
+}
+
 // The strategy the variables describe is the one Lock follows: under
 // retry, the waits are RETRY_DELAY·2^i for RETRY retries, then ErrTimeout;
 // under reject, one attempt whatever RETRY says.
