@@ -97,7 +97,7 @@ func faultClassify(err error) exclusion.Outcome {
 type faultContention struct {
 	chk     *exclusion.Checker
 	acq     atomic.Int64 // acquisitions, cheap to poll
-	unlocks atomic.Int64 // Unlock errors (expected only while a majority is down)
+	unlocks atomic.Int64 // Unlock errors: ErrNotHeld or ErrUnavailable when a master died under the lock
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -128,7 +128,12 @@ func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, w
 				time.Sleep(time.Millisecond)
 				e.Exit()
 				if err := l.Unlock(ctx); err != nil {
+					// A lock granted by exactly a quorum cannot confirm
+					// its release once one of those masters dies.
 					c.unlocks.Add(1)
+					if !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
+						chk.Fail(exclusion.Other, fmt.Errorf("worker %d: Unlock: %w", w, err))
+					}
 				}
 				cancel()
 			}
@@ -177,7 +182,7 @@ func faultKillOneThenTwo(t *testing.T, fc *faultCluster) {
 	c.Stop()
 	st := chk.Verify(t, "kill 1 then 2")
 	assert.Zero(t, st.Unavailable, "3 of 5 masters always answer")
-	assert.Zero(t, c.unlocks.Load(), "every Unlock reached a quorum")
+	t.Logf("Unlock calls that could not confirm a quorum (a master died under them): %d", c.unlocks.Load())
 }
 
 // faultKillThree kills a majority: every call ends with ErrUnavailable

@@ -142,6 +142,16 @@ func (e *Entry) Exit() {
 	}
 }
 
+// Extend records that the holder's validity now ends at until, after a
+// successful Lock.Extend (which only succeeds while the lock is still
+// valid, so the validity stays one interval): the section counts until
+// then.
+func (e *Entry) Extend(until time.Time) {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	e.s.Until = until
+}
+
 // Record adds a finished section with explicit times, for sections
 // measured elsewhere and for testing the checker itself.
 func (c *Checker) Record(s Section) {

@@ -133,6 +133,19 @@ func TestExitTwiceKeepsFirst(t *testing.T) {
 	assert.Equal(t, first, c.Sections()[0].End)
 }
 
+func TestExtendMovesValidity(t *testing.T) {
+	c := New()
+	c.Enter("plain", "a", time.Now().Add(20*time.Millisecond))
+	extended := c.Enter("extended", "a", time.Now().Add(20*time.Millisecond))
+	extended.Extend(time.Now().Add(time.Hour)) // while still valid, as Lock.Extend requires
+	time.Sleep(30 * time.Millisecond)
+	c.Enter("plain", "b", time.Now().Add(time.Hour)).Exit()
+	c.Enter("extended", "b", time.Now().Add(time.Hour)).Exit()
+	ov := c.Overlaps()
+	require.Len(t, ov, 1, "b entered after a's first validity, inside its extended one")
+	assert.Equal(t, "extended", ov[0].A.Key)
+}
+
 func TestFailCounts(t *testing.T) {
 	c := New()
 	c.Fail(Conflict, nil)
