@@ -192,7 +192,10 @@ func parseCount(s string, unit time.Duration) (time.Duration, error) {
 }
 
 // Options returns the locker options the Config describes: its TTL and
-// strategy. Use them to build a locker over Backends of your own.
+// strategy (Reject for StrategyReject, Retry(Retries, RetryDelay)
+// otherwise). Use them to build a locker over Backends of your own; the
+// locker's constructor then reports a bad TTL, retry count or delay as
+// ErrInvalid. Open also checks Strategy itself.
 func (c Config) Options() []Option {
 	var s Strategy = Retry(c.Retries, c.RetryDelay)
 	if c.Strategy == StrategyReject {
