@@ -357,7 +357,7 @@ func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 	// Contenders use the short default node timeout: each round waits
 	// that long for the frozen master, and no longer.
 	c := faultContend(t, fc.locker(t, bs, WithTTL(2*time.Second)), chk, key, 3)
-	c.waitAcquisitions(t, 10, "acquisitions with a frozen master")
+	c.waitAcquisitions(t, 6, "acquisitions with a frozen master")
 	c.Stop()
 	st := chk.Verify(t, "pause mid-acquisition")
 	assert.Zero(t, st.Unavailable)
