@@ -13,6 +13,8 @@ package redlock
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,4 +255,30 @@ func TestDockerFaults(t *testing.T) {
 			s.run(t, fc, c)
 		})
 	}
+}
+
+// TestExternalCluster checks mutual exclusion on masters started outside
+// the test, such as the compose cluster:
+//
+//	scripts/redis-image.sh && docker-compose -f docker-compose.cluster.yml up -d
+//	REDLOCK_CLUSTER_ADDRS=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005 \
+//		go test -race -run TestExternalCluster -v .
+//
+// Stop masters meanwhile (docker-compose kill redis1 redis2) to watch the
+// quorum at work. It skips when REDLOCK_CLUSTER_ADDRS is not set.
+func TestExternalCluster(t *testing.T) {
+	env := os.Getenv("REDLOCK_CLUSTER_ADDRS")
+	if env == "" {
+		t.Skip("set REDLOCK_CLUSTER_ADDRS=host:port,... to run against running masters")
+	}
+	addrs := strings.Split(env, ",")
+	fc := &faultCluster{addrs: addrs, nodeTimeout: 300 * time.Millisecond}
+	lk := fc.locker(t, fc.backends(t), WithTTL(2*time.Second))
+	chk := exclusion.New()
+	key := "external-" + time.Now().Format("150405.000000")
+	c := faultContend(t, lk, chk, key, 4)
+	c.waitAcquisitions(t, 200, "acquisitions on the external cluster")
+	c.Stop()
+	st := chk.Verify(t, "external cluster "+env)
+	assert.Positive(t, st.Acquisitions)
 }
