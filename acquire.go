@@ -35,30 +35,64 @@ func acquire(ctx context.Context, nodes []Backend, base config, key string, opts
 }
 
 // retryLoop makes attempts until one succeeds or the strategy gives up, and
-// reports how many it made.
+// reports how many it made. Between retries it waits for the strategy's
+// delay or, with hand-off (notify.go), for a release, whichever is first;
+// attempts made on a release are extra and do not count as retries.
 func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*Lock, int, error) {
 	token := uuid.NewString()
 	dirty := make([]bool, len(nodes))
-	for retry := 0; ; retry++ {
+	attempts := 0
+	try := func() (*Lock, error) {
+		attempts++
 		start := cfg.clock.Now()
 		lock, err := attempt(ctx, nodes, cfg, key, token, dirty)
-		if err == nil {
-			return lock, retry + 1, nil
+		if err != nil {
+			cfg.observe(Event{Kind: EventContention, Key: key, Attempt: attempts, Duration: cfg.clock.Now().Sub(start), Err: err})
 		}
-		cfg.observe(Event{Kind: EventContention, Key: key, Attempt: retry + 1, Duration: cfg.clock.Now().Sub(start), Err: err})
+		return lock, err
+	}
+	var released chan struct{} // release notifications, once subscribed
+	lock, err := try()
+	for retry := 0; err != nil; retry++ {
 		if ctx.Err() != nil {
-			return nil, retry + 1, cancelled(ctx, err)
+			return nil, attempts, cancelled(ctx, err)
 		}
 		delay, ok := cfg.strategy.Backoff(retry)
 		if !ok {
-			return nil, retry + 1, exhausted(retry+1, err)
+			return nil, attempts, exhausted(attempts, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, retry + 1, cancelled(ctx, err)
-		case <-cfg.clock.After(delay):
+		if released == nil && !cfg.noHandoff && delay > 0 {
+			released = make(chan struct{}, 1)
+			stop, active := watchReleases(ctx, nodes, cfg, key, released)
+			defer stop()
+			if active {
+				// Subscribed: a release before this point is seen by this
+				// extra attempt, every later one by a notification.
+				if lock, err = try(); err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return nil, attempts, cancelled(ctx, err)
+				}
+			}
 		}
+		timer := cfg.clock.After(delay)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, attempts, cancelled(ctx, err)
+			case <-timer:
+				break waiting
+			case <-released:
+				if lock, err = try(); err == nil {
+					return lock, attempts, nil
+				}
+			}
+		}
+		lock, err = try()
 	}
+	return lock, attempts, nil
 }
 
 // attempt tries once on every node: quorum and positive validity grant the

@@ -78,6 +78,7 @@ func NewBackend(c redis.UniversalClient) Backend {
 type goRedis struct {
 	c    redis.UniversalClient
 	name string
+	hub  hub // release notifications (notify.go)
 }
 
 func clientName(c redis.UniversalClient) string {
@@ -116,7 +117,7 @@ func (g *goRedis) Acquire(ctx context.Context, key, token string, ttl time.Durat
 }
 
 func (g *goRedis) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := releaseScript.Run(ctx, g.c, []string{key}, token).Int()
+	n, err := releaseScript.Run(ctx, g.c, []string{key}, token, ReleaseChannel(key)).Int()
 	return n == 1, err
 }
 

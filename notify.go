@@ -1,0 +1,208 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Hand-off: waking waiters when a lock is released.
+//
+// release.lua PUBLISHes on the key's release channel, "redlock:released:"
+// followed by the key, when it deletes the key. A waiter under the Retry
+// strategy whose nodes implement Notifier subscribes after its first
+// failed attempt and, once the subscription is active, attempts again at
+// once: a release that happened between the failed attempt and the
+// subscription is caught by that attempt, and every later one by a
+// notification, so no release is slept through. While it waits out a
+// backoff delay, a notification makes it attempt at once.
+//
+// Retries and ErrTimeout are unchanged. Retry(n, d) still consults the
+// strategy n times and gives up at the same moment as without hand-off;
+// notified attempts are extra attempts inside the current delay, not
+// retries, and a failed one goes back to waiting for the same deadline.
+// The delays are therefore an upper bound on the gap between attempts.
+// A key that expires instead of being released publishes nothing: its
+// waiters wake at their next delay, as without hand-off.
+//
+// Notifications wake every waiter of the key (a herd), and the one whose
+// SET lands first wins; the benchmark in handoff_bench_test.go measures
+// what that does to wait times and fairness. Reject does not wait and
+// never subscribes, nor do uncontended acquisitions: the cost is paid
+// only by waiters.
+
+// ReleaseChannel returns the pub/sub channel on which release.lua
+// announces that key was released, for operators and other clients that
+// want to watch a lock: "redlock:released:" + key.
+func ReleaseChannel(key string) string { return "redlock:released:" + key }
+
+// Notifier is the optional interface of a Backend that can tell waiters
+// that a key was released. The go-redis adapter implements it with one
+// shared pub/sub connection per node, open only while someone waits.
+type Notifier interface {
+	// Notify subscribes to releases of key. It returns once the
+	// subscription is active on the node, so no release after it returns
+	// is missed (short of a dropped connection). From then until stop is
+	// called, every release makes a non-blocking send on ch. stop must be
+	// called exactly once; it returns promptly.
+	Notify(ctx context.Context, key string, ch chan<- struct{}) (stop func(), err error)
+}
+
+// watchReleases subscribes ch to releases of key on every node that
+// supports it, each bounded by the per-node timeout. It reports whether
+// any subscription is active; stop ends them all.
+func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string, ch chan<- struct{}) (stop func(), active bool) {
+	stops := make([]func(), len(nodes))
+	r := fanOut(ctx, nodes, cfg, "watch", key, errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
+		n, ok := b.(Notifier)
+		if !ok {
+			return false, nil
+		}
+		s, err := n.Notify(ctx, key, ch)
+		stops[i] = s
+		return err == nil, err
+	})
+	return func() {
+		for _, s := range stops {
+			if s != nil {
+				s()
+			}
+		}
+	}, r.granted > 0
+}
+
+// errNoNotifier is the refusal of a node that cannot notify.
+var errNoNotifier = invalidf("node cannot notify")
+
+// hub multiplexes one node's release channels to the waiters in this
+// process over a single pub/sub connection. The connection and its
+// receiving goroutine exist only while at least one waiter is subscribed:
+// the last stop closes them and waits for the goroutine, so an idle
+// backend holds no goroutine and needs no Close. The zero hub is ready.
+type hub struct {
+	mu  sync.Mutex
+	sub *subscription // nil while nobody waits
+}
+
+// subscription is one pub/sub connection and what it is subscribed to.
+type subscription struct {
+	ps       *redis.PubSub
+	closing  chan struct{} // closed when the last waiter left
+	done     chan struct{} // closed when the receive loop has returned
+	channels map[string]*channelWaiters
+	waiters  int
+}
+
+type channelWaiters struct {
+	active  chan struct{} // closed when the node confirmed the SUBSCRIBE
+	waiters map[*chan<- struct{}]struct{}
+}
+
+// subscribeTimeout bounds SUBSCRIBE and UNSUBSCRIBE writes issued without
+// a caller's context.
+const subscribeTimeout = time.Second
+
+func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, ch chan<- struct{}) (func(), error) {
+	name := ReleaseChannel(key)
+	me := &ch // identity of this registration
+	h.mu.Lock()
+	if h.sub == nil {
+		h.sub = &subscription{ps: c.Subscribe(context.WithoutCancel(ctx)), closing: make(chan struct{}),
+			done: make(chan struct{}), channels: map[string]*channelWaiters{}}
+		go h.sub.receive(&h.mu)
+	}
+	s := h.sub
+	s.waiters++
+	cw := s.channels[name]
+	var err error
+	if cw == nil {
+		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*chan<- struct{}]struct{}{}}
+		s.channels[name] = cw
+		// Under h.mu, so SUBSCRIBE and UNSUBSCRIBE of one channel reach
+		// the node in the order of our bookkeeping.
+		err = s.ps.Subscribe(ctx, name)
+	}
+	cw.waiters[me] = struct{}{}
+	h.mu.Unlock()
+
+	var once sync.Once
+	stop := func() { once.Do(func() { h.leave(s, name, me) }) }
+	if err == nil {
+		select {
+		case <-cw.active:
+			return stop, nil
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	stop()
+	return nil, err
+}
+
+// leave removes a waiter; the last one of a channel unsubscribes it, the
+// last one of all closes the connection and waits for the receive loop.
+func (h *hub) leave(s *subscription, name string, me *chan<- struct{}) {
+	h.mu.Lock()
+	cw := s.channels[name]
+	delete(cw.waiters, me)
+	s.waiters--
+	last := s.waiters == 0
+	if last {
+		h.sub = nil // the next waiter starts a new connection
+	} else if len(cw.waiters) == 0 {
+		delete(s.channels, name)
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+		_ = s.ps.Unsubscribe(ctx, name) // at worst we keep receiving a channel nobody reads
+		cancel()
+	}
+	h.mu.Unlock()
+	if last {
+		close(s.closing)
+		_ = s.ps.Close()
+		<-s.done
+	}
+}
+
+// receive dispatches the node's messages to the waiters until the
+// subscription closes. mu is the hub's mutex, which guards s.channels.
+func (s *subscription) receive(mu *sync.Mutex) {
+	defer close(s.done)
+	for {
+		msg, err := s.ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-s.closing:
+				return
+			case <-time.After(50 * time.Millisecond): // go-redis reconnects and resubscribes on the next Receive
+			}
+			continue
+		}
+		mu.Lock()
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if cw := s.channels[m.Channel]; m.Kind == "subscribe" && cw != nil {
+				select {
+				case <-cw.active:
+				default:
+					close(cw.active)
+				}
+			}
+		case *redis.Message:
+			if cw := s.channels[m.Channel]; cw != nil {
+				for w := range cw.waiters {
+					select {
+					case *w <- struct{}{}:
+					default: // a wake-up is already pending
+					}
+				}
+			}
+		}
+		mu.Unlock()
+	}
+}
+
+func (g *goRedis) Notify(ctx context.Context, key string, ch chan<- struct{}) (func(), error) {
+	return g.hub.notify(ctx, g.c, key, ch)
+}

@@ -1,0 +1,229 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// waitingFor returns an observer that counts failed attempts on key, and
+// a function that waits (up to the watchdog) until n were made.
+func waitingFor(t *testing.T) (Observer, func(n int64)) {
+	var failed atomic.Int64
+	obs := ObserverFunc(func(e Event) {
+		if e.Kind == EventContention {
+			failed.Add(1)
+		}
+	})
+	return obs, func(n int64) {
+		t.Helper()
+		waitUntil(t, func() bool { return failed.Load() >= n })
+	}
+}
+
+func TestReleasePublishes(t *testing.T) {
+	ms, bs := minis(t, 1)
+	ps := client(t, ms[0].Addr()).Subscribe(t.Context(), ReleaseChannel("k"))
+	defer ps.Close()
+	_, err := ps.Receive(t.Context()) // the subscription is active
+	require.NoError(t, err)
+	s, err := NewSingle(bs[0])
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	msg, err := ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "redlock:released:k", msg.Channel)
+
+	// A release that finds someone else's key deletes and announces nothing.
+	require.NoError(t, ms[0].Set("k", "other"))
+	ok, err := bs[0].Release(t.Context(), "k", "not-ours")
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.Equal(t, 1, ms[0].Publish(ReleaseChannel("k"), "marker"), "our subscriber is still there")
+	msg, err = ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "marker", msg.Payload, "nothing was published before the marker")
+}
+
+// TestHandoffWakesTheWaiter: a waiter whose next retry is an hour away
+// gets the lock as soon as the holder releases it.
+func TestHandoffWakesTheWaiter(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := minis(t, n)
+			handoffWakesTheWaiter(t, bs)
+		})
+	}
+}
+
+func TestRealServersHandoffWakesTheWaiter(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			handoffWakesTheWaiter(t, bs)
+		})
+	}
+}
+
+func handoffWakesTheWaiter(t *testing.T, bs []Backend) {
+	obs, waitFailures := waitingFor(t)
+	lk := lockerFor(t, bs, WithTTL(time.Minute), WithObserver(obs))
+	holder, err := lk.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := lk.Lock(ctx, "k", WithStrategy(Retry(1, time.Hour)))
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	waitFailures(2) // the first attempt, and the one made once subscribed
+	require.NoError(t, holder.Unlock(t.Context()))
+	require.NoError(t, <-got, "the waiter was woken by the release, not by its hour-long delay")
+}
+
+func TestHandoffOff(t *testing.T) {
+	ms, bs := minis(t, 1)
+	obs, waitFailures := waitingFor(t)
+	s, err := NewSingle(bs[0], WithObserver(obs), WithHandoff(false))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "other"))
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Lock(ctx, "k", WithStrategy(Retry(1, time.Hour)))
+		got <- err
+	}()
+	waitFailures(1)
+	assert.Zero(t, ms[0].PubSubNumSub(ReleaseChannel("k"))[ReleaseChannel("k")], "no subscription with hand-off off")
+	cancel()
+	assert.ErrorIs(t, <-got, context.Canceled)
+}
+
+// countingStrategy counts how often the strategy was consulted.
+type countingStrategy struct {
+	Strategy
+	calls atomic.Int64
+}
+
+func (c *countingStrategy) Backoff(retry int) (time.Duration, bool) {
+	c.calls.Add(1)
+	return c.Strategy.Backoff(retry)
+}
+
+// TestHandoffKeepsRetryLimits: notifications that lead nowhere (someone
+// else keeps the key) cause extra attempts, but the strategy is consulted
+// exactly as without hand-off, and the result is still ErrTimeout.
+func TestHandoffKeepsRetryLimits(t *testing.T) {
+	ms, bs := minis(t, 1)
+	require.NoError(t, ms[0].Set("k", "other"))
+	strategy := &countingStrategy{Strategy: Retry(3, 30*time.Millisecond)}
+	var attempts atomic.Int64
+	obs := ObserverFunc(func(e Event) {
+		if e.Kind == EventAcquire {
+			attempts.Store(int64(e.Attempt))
+		}
+	})
+	s, err := NewSingle(bs[0], WithStrategy(strategy), WithObserver(obs))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Lock(t.Context(), "k")
+		done <- err
+	}()
+	var published int
+	var err2 error
+wait:
+	for {
+		select {
+		case err2 = <-done:
+			break wait
+		case <-time.After(5 * time.Millisecond):
+			published += ms[0].Publish(ReleaseChannel("k"), "")
+		}
+	}
+	require.ErrorIs(t, err2, ErrTimeout)
+	assert.Equal(t, int64(4), strategy.calls.Load(), "three retries granted, the fourth refused")
+	if published > 0 {
+		assert.Greater(t, attempts.Load(), int64(4), "notified attempts came on top of the four")
+	}
+}
+
+// TestHandoffSharesOneConnection: many waiters on one node share one
+// subscription, and it is gone when they are.
+func TestHandoffSharesOneConnection(t *testing.T) {
+	ms, bs := minis(t, 1)
+	obs, waitFailures := waitingFor(t)
+	s, err := NewSingle(bs[0], WithObserver(obs), WithTTL(time.Minute))
+	require.NoError(t, err)
+	holder, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	const waiters = 6
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	var wg sync.WaitGroup
+	var acquired atomic.Int64
+	for range waiters {
+		wg.Go(func() {
+			l, err := s.Lock(ctx, "k", WithStrategy(Retry(10, time.Hour)))
+			if err == nil {
+				acquired.Add(1)
+				_ = l.Unlock(t.Context())
+			}
+		})
+	}
+	waitFailures(2 * waiters)
+	assert.Equal(t, 1, ms[0].PubSubNumSub(ReleaseChannel("k"))[ReleaseChannel("k")],
+		"six waiters, one subscribed connection")
+	require.NoError(t, holder.Unlock(t.Context()))
+	wg.Wait() // each release wakes the rest: the six take turns
+	assert.Equal(t, int64(waiters), acquired.Load())
+	waitUntil(t, func() bool { return len(ms[0].PubSubChannels("*")) == 0 })
+}
+
+// TestNotifyStopsCleanly exercises the hub directly: subscriptions on
+// several keys, stops in any order, and a new subscription after the
+// connection was closed.
+func TestNotifyStopsCleanly(t *testing.T) {
+	m := miniredis.RunT(t)
+	g := NewBackend(client(t, m.Addr())).(*goRedis)
+	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
+	stopA, err := g.Notify(t.Context(), "a", a)
+	require.NoError(t, err)
+	stopB, err := g.Notify(t.Context(), "b", b)
+	require.NoError(t, err)
+	m.Publish(ReleaseChannel("a"), "")
+	<-a
+	stopA()
+	waitUntil(t, func() bool { return m.PubSubNumSub(ReleaseChannel("a"))[ReleaseChannel("a")] == 0 })
+	m.Publish(ReleaseChannel("b"), "")
+	<-b
+	stopB()
+	waitUntil(t, func() bool { return len(m.PubSubChannels("*")) == 0 })
+	stopB() // stop is idempotent
+
+	stopA, err = g.Notify(t.Context(), "a", a) // a fresh connection
+	require.NoError(t, err)
+	m.Publish(ReleaseChannel("a"), "")
+	<-a
+	stopA()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = g.Notify(ctx, "a", a)
+	assert.ErrorIs(t, err, context.Canceled)
+}
