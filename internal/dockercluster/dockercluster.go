@@ -8,8 +8,8 @@
 // Disconnect/Reconnect). Container IPs are never used.
 //
 // Clients should use Node.Addr: an in-process TCP forwarder on 127.0.0.1 in
-// front of the published port (Node.DockerAddr). It never changes address and
-// implements AddLatency: the development VM's kernel has no sch_netem, so
+// front of the published port (Node.DockerAddr), an internal/latencyproxy.
+// It never changes address and implements AddLatency: the development VM's kernel has no sch_netem, so
 // "tc qdisc ... netem delay" fails with "Specified qdisc kind is unknown" and
 // the delay is injected in user space instead, on new and open connections.
 //
@@ -58,6 +58,8 @@ import (
 
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/quorumlock/redlock/internal/latencyproxy"
 )
 
 const (
@@ -121,7 +123,7 @@ type Node struct {
 	name    string // container name
 	network *dockertest.Network
 
-	proxy *proxy
+	proxy *latencyproxy.Proxy
 
 	mu         sync.Mutex
 	dockerAddr string
@@ -167,7 +169,7 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 		node := &Node{pool: pool, name: name, network: network}
 		c.Nodes = append(c.Nodes, node)
-		if node.proxy, err = newProxy(node.DockerAddr); err != nil {
+		if node.proxy, err = latencyproxy.New(node.DockerAddr); err != nil {
 			t.Fatalf("dockercluster: starting forwarder: %v", err)
 		}
 		if err := node.create(repo, tag); err != nil {
@@ -221,7 +223,7 @@ func (n *Node) create(repo, tag string) error {
 
 // Addr returns the "127.0.0.1:port" clients should use: the node's forwarder,
 // whose address never changes and which applies AddLatency.
-func (n *Node) Addr() string { return n.proxy.addr() }
+func (n *Node) Addr() string { return n.proxy.Addr() }
 
 // DockerAddr returns the container's published "127.0.0.1:port" as last read
 // from Docker (re-read by Start and Reconnect). It bypasses the forwarder, so
@@ -377,13 +379,13 @@ func (n *Node) Heal(t testing.TB) {
 // (replacing any previous delay), on open and new connections.
 func (n *Node) AddLatency(t testing.TB, d time.Duration) {
 	t.Helper()
-	n.proxy.delay.Store(int64(d))
+	n.proxy.SetDelay(0, d)
 }
 
 // ClearLatency removes the delay added by AddLatency.
 func (n *Node) ClearLatency(t testing.TB) {
 	t.Helper()
-	n.proxy.delay.Store(0)
+	n.proxy.SetDelay(0, 0)
 }
 
 // nsenter runs a host tool inside the container's network namespace and fails
@@ -448,7 +450,7 @@ func (n *Node) logs() string {
 // remove deletes the container and its network; errors are only logged.
 func (n *Node) remove(t testing.TB) {
 	if n.proxy != nil {
-		n.proxy.close()
+		_ = n.proxy.Close()
 	}
 	if n.id != "" {
 		n.unpauseIfPaused()
