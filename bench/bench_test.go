@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Sub-benchmarks are named <Scenario>/N=<nodes>/impl=<contender>, and every
+// scenario runs all contenders one after the other inside one invocation
+// of the top-level benchmark, against the same servers. With -count k the
+// contenders are therefore interleaved k times, and benchstat can compare
+// them with -col /impl.
+
+// maxNodes servers are started per top-level benchmark; N=n uses the first n.
+const maxNodes = 7
+
+var (
+	nodeCounts     = []int{1, 3, 5, 7}
+	uncontended    = []Impl{Redlock, RedsyncDefault, Redislock, Raw}
+	contended      = []Impl{Redlock, RedsyncDefault, Redsync1ms, Redislock, Raw}
+	contendedNodes = []int{1, 5}
+)
+
+// servers starts maxNodes redis-server processes for one top-level
+// benchmark and returns a go-redis client for each (go-redis defaults,
+// except that context deadlines are honoured), shared by every contender.
+func servers(b *testing.B) []*redis.Client {
+	b.Helper()
+	c := redisserver.Start(b, maxNodes)
+	clients := make([]*redis.Client, maxNodes)
+	for i, addr := range c.Addrs() {
+		clients[i] = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { clients[i].Close() })
+	}
+	return clients
+}
+
+// each runs scenario for every node count in ns and every contender in
+// impls (skipping redislock beyond one node).
+func each(b *testing.B, ns []int, impls []Impl, scenario func(b *testing.B, c Contender, key string)) {
+	clients := servers(b)
+	for _, n := range ns {
+		for _, impl := range impls {
+			if impl == Redislock && n != 1 {
+				continue
+			}
+			b.Run(fmt.Sprintf("N=%d/impl=%s", n, impl), func(b *testing.B) {
+				c, err := New(impl, clients[:n])
+				if err != nil {
+					b.Fatal(err)
+				}
+				scenario(b, c, fmt.Sprintf("bench:%s:%s:%d", b.Name(), impl, n))
+			})
+		}
+	}
+}
+
+// latencies records one duration per operation without allocating inside
+// the timed loop, and reports p50 and p99 in microseconds.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B, unit string, scale time.Duration) {
+	if len(l) == 0 {
+		return
+	}
+	slices.Sort(l)
+	b.ReportMetric(float64(l[len(l)/2])/float64(scale), "p50-"+unit)
+	b.ReportMetric(float64(l[(len(l)*99)/100])/float64(scale), "p99-"+unit)
+}
+
+// BenchmarkLockUnlock is one goroutine acquiring a free key and releasing
+// it: the cost every critical section pays.
+func BenchmarkLockUnlock(b *testing.B) {
+	each(b, nodeCounts, uncontended, func(b *testing.B, c Contender, key string) {
+		ctx := context.Background()
+		lat := make(latencies, 0, b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			h, err := c.Acquire(ctx, key, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := h.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.StopTimer()
+		lat.report(b, "us", time.Microsecond)
+	})
+}
+
+// parallelGoroutines is how many goroutines the parallel scenario runs,
+// whatever GOMAXPROCS is.
+const parallelGoroutines = 32
+
+// BenchmarkLockUnlockParallel is 32 goroutines, each locking and unlocking
+// its own key: throughput under concurrency, where per-node fan-out and
+// connection use dominate.
+func BenchmarkLockUnlockParallel(b *testing.B) {
+	each(b, []int{1, 5}, uncontended, func(b *testing.B, c Contender, key string) {
+		ctx := context.Background()
+		var id atomic.Int64
+		b.SetParallelism((parallelGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			k := fmt.Sprintf("%s:%d", key, id.Add(1))
+			for pb.Next() {
+				h, err := c.Acquire(ctx, k, false)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := h.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkTryLockHeld is one attempt on a key someone else holds: the
+// cost of being refused, which a Reject caller (an HTTP 409) pays.
+func BenchmarkTryLockHeld(b *testing.B) {
+	each(b, nodeCounts, uncontended, func(b *testing.B, c Contender, key string) {
+		ctx := context.Background()
+		h, err := c.Acquire(ctx, key, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Unlock(ctx)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if _, err := c.Acquire(ctx, key, false); !errors.Is(err, ErrBusy) {
+				b.Fatalf("a held key was not refused: %v", err)
+			}
+		}
+	})
+}
+
+// BenchmarkExtend is one extension of a held lock to the full TTL.
+func BenchmarkExtend(b *testing.B) {
+	each(b, nodeCounts, uncontended, func(b *testing.B, c Contender, key string) {
+		ctx := context.Background()
+		h, err := c.Acquire(ctx, key, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Unlock(ctx)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if err := h.Extend(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// Hand-off parameters: workers contending for one key, each holding it for
+// hold once acquired.
+const (
+	handoffWorkers = 8
+	handoffHold    = time.Millisecond
+	// handoffPatience bounds one worker's wait for one acquisition across
+	// as many calls of Acquire as it takes; past it the benchmark fails.
+	handoffPatience = 60 * time.Second
+)
+
+// BenchmarkHandoff is 8 workers taking turns on one key, each holding it
+// for 1 ms, b.N acquisitions in all. Each worker waits with its
+// contender's own retry configuration and calls Acquire again when that
+// gives up, so the wait measured is the time from wanting the lock to
+// holding it. It reports wait p50/p99 in ms, acquisitions per second, and
+// fairness: the fewest and most acquisitions of one worker, and their
+// ratio.
+func BenchmarkHandoff(b *testing.B) {
+	each(b, contendedNodes, contended, func(b *testing.B, c Contender, key string) {
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		waits := make([]latencies, handoffWorkers)
+		for i := range waits {
+			waits[i] = make(latencies, 0, b.N)
+		}
+		counts := make([]int, handoffWorkers)
+		var inside atomic.Int32
+		var wg sync.WaitGroup
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		for w := range handoffWorkers {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), handoffPatience)
+				defer cancel()
+				for left.Add(-1) >= 0 {
+					t0 := time.Now()
+					var h Held
+					var err error
+					for h == nil {
+						if h, err = c.Acquire(ctx, key, true); err != nil && (!errors.Is(err, ErrBusy) || ctx.Err() != nil) {
+							b.Errorf("worker %d: %v", w, err)
+							return
+						}
+					}
+					waits[w] = append(waits[w], time.Since(t0))
+					if inside.Add(1) != 1 {
+						b.Errorf("two holders at once")
+					}
+					time.Sleep(handoffHold)
+					inside.Add(-1)
+					if err := h.Unlock(context.Background()); err != nil {
+						b.Errorf("worker %d: unlock: %v", w, err)
+					}
+					counts[w]++
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		b.StopTimer()
+		all := slices.Concat(waits...)
+		all.report(b, "wait-ms", time.Millisecond)
+		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+		lo, hi := slices.Min(counts), slices.Max(counts)
+		b.ReportMetric(float64(lo), "min-acq")
+		b.ReportMetric(float64(hi), "max-acq")
+		if hi > 0 {
+			b.ReportMetric(float64(lo)/float64(hi), "fairness")
+		}
+	})
+}

@@ -1,0 +1,325 @@
+// Package bench measures github.com/quorumlock/redlock against the locks a
+// user would otherwise pick: github.com/go-redsync/redsync/v4 (Redlock) and
+// github.com/bsm/redislock (one instance), plus a hand-written raw floor.
+//
+// It is a separate module so that the library's go.mod never depends on its
+// competitors. Every contender implements [Contender] over the same go-redis
+// clients, and the scenarios in bench_test.go run each of them in turn
+// against the same redis-server processes in one run, so ratios between
+// contenders are measured under the same conditions. See BENCHMARKS.md at
+// the repository root for the commands and the figures.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// TTL is the lock lifetime every contender is configured with.
+const TTL = 10 * time.Second
+
+// ErrBusy is what a Contender returns when one attempt found the key held.
+var ErrBusy = errors.New("bench: key held")
+
+// A Contender is one lock implementation under test. Acquire with wait
+// false makes exactly one attempt (the "TryLock" of each library); with wait
+// true it follows the contender's own retry configuration, which is part of
+// what the contended scenarios measure.
+type Contender interface {
+	Acquire(ctx context.Context, key string, wait bool) (Held, error)
+}
+
+// Held is an acquired lock.
+type Held interface {
+	Unlock(ctx context.Context) error
+	// Extend pushes the expiry out to TTL from now.
+	Extend(ctx context.Context) error
+}
+
+// Impl names a contender; the names are the impl= part of the
+// sub-benchmark names, so benchstat can compare them column by column.
+type Impl string
+
+// The contenders. RedsyncDefault uses redsync's defaults (32 tries, a
+// random 50–250 ms delay); Redsync1ms replaces the delay with 1 ms through
+// redsync.WithRetryDelay. Redislock exists for one node only.
+const (
+	Redlock        Impl = "redlock"
+	RedsyncDefault Impl = "redsync"
+	Redsync1ms     Impl = "redsync-1ms"
+	Redislock      Impl = "redislock"
+	Raw            Impl = "raw"
+)
+
+// New builds contender impl over clients, one per independent master.
+// It returns an error for Redislock with more than one client.
+func New(impl Impl, clients []*redis.Client) (Contender, error) {
+	switch impl {
+	case Redlock:
+		return newRedlock(clients)
+	case RedsyncDefault:
+		return newRedsync(clients), nil
+	case Redsync1ms:
+		return newRedsync(clients, redsync.WithRetryDelay(time.Millisecond)), nil
+	case Redislock:
+		if len(clients) != 1 {
+			return nil, fmt.Errorf("bench: redislock locks on one instance, not %d", len(clients))
+		}
+		return &redislockC{c: redislock.New(clients[0])}, nil
+	case Raw:
+		return newRaw(clients)
+	}
+	return nil, fmt.Errorf("bench: unknown contender %q", impl)
+}
+
+// ---- redlock (this project) ----
+
+// WaitStrategy is what the redlock contender waits with when asked to:
+// the library's own Retry, starting at 1 ms like Redsync1ms.
+var WaitStrategy = redlock.Retry(8, time.Millisecond)
+
+type redlockC struct{ l redlock.Locker }
+
+func newRedlock(clients []*redis.Client) (Contender, error) {
+	bs := make([]redlock.Backend, len(clients))
+	for i, c := range clients {
+		bs[i] = redlock.NewBackend(c)
+	}
+	opts := []redlock.Option{redlock.WithTTL(TTL), redlock.WithStrategy(redlock.Reject())}
+	if len(bs) == 1 {
+		s, err := redlock.NewSingle(bs[0], opts...)
+		return &redlockC{s}, err
+	}
+	r, err := redlock.New(bs, opts...)
+	return &redlockC{r}, err
+}
+
+var waitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy)}
+
+func (c *redlockC) Acquire(ctx context.Context, key string, wait bool) (Held, error) {
+	var opts []redlock.Option
+	if wait {
+		opts = waitOpt
+	}
+	l, err := c.l.Lock(ctx, key, opts...)
+	if errors.Is(err, redlock.ErrNotAcquired) {
+		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return redlockHeld{l}, nil
+}
+
+type redlockHeld struct{ l *redlock.Lock }
+
+func (h redlockHeld) Unlock(ctx context.Context) error { return h.l.Unlock(ctx) }
+func (h redlockHeld) Extend(ctx context.Context) error { return h.l.Extend(ctx, TTL) }
+
+// ---- redsync ----
+
+type redsyncC struct {
+	rs   *redsync.Redsync
+	opts []redsync.Option
+}
+
+func newRedsync(clients []*redis.Client, opts ...redsync.Option) *redsyncC {
+	pools := make([]rsredis.Pool, len(clients))
+	for i, c := range clients {
+		pools[i] = goredis.NewPool(c)
+	}
+	return &redsyncC{rs: redsync.New(pools...), opts: append(opts, redsync.WithExpiry(TTL))}
+}
+
+// A redsync Mutex holds one acquisition's value and is not safe for
+// concurrent use, so each acquisition makes its own, as redsync's README
+// does.
+func (c *redsyncC) Acquire(ctx context.Context, key string, wait bool) (Held, error) {
+	m := c.rs.NewMutex(key, c.opts...)
+	var err error
+	if wait {
+		err = m.LockContext(ctx)
+	} else {
+		err = m.TryLockContext(ctx)
+	}
+	var taken *redsync.ErrTaken
+	if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
+		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return redsyncHeld{m}, nil
+}
+
+type redsyncHeld struct{ m *redsync.Mutex }
+
+func (h redsyncHeld) Unlock(ctx context.Context) error {
+	ok, err := h.m.UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errors.New("redsync: unlock failed")
+	}
+	return err
+}
+
+func (h redsyncHeld) Extend(ctx context.Context) error {
+	ok, err := h.m.ExtendContext(ctx)
+	if err == nil && !ok {
+		err = errors.New("redsync: extend failed")
+	}
+	return err
+}
+
+// ---- redislock ----
+
+type redislockC struct{ c *redislock.Client }
+
+// redislockWait is redislock's wait: a 1 ms linear backoff, bounded by ctx
+// (or by the TTL, redislock's own bound when ctx has no deadline).
+var redislockWait = &redislock.Options{RetryStrategy: redislock.LinearBackoff(time.Millisecond)}
+
+func (c *redislockC) Acquire(ctx context.Context, key string, wait bool) (Held, error) {
+	var opt *redislock.Options
+	if wait {
+		opt = redislockWait
+	}
+	l, err := c.c.Obtain(ctx, key, TTL, opt)
+	if errors.Is(err, redislock.ErrNotObtained) {
+		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return redislockHeld{l}, nil
+}
+
+type redislockHeld struct{ l *redislock.Lock }
+
+func (h redislockHeld) Unlock(ctx context.Context) error { return h.l.Release(ctx) }
+func (h redislockHeld) Extend(ctx context.Context) error { return h.l.Refresh(ctx, TTL, nil) }
+
+// ---- raw floor ----
+
+// raw is the least any Redis lock has to do: one SET NX PX per node and one
+// compare-and-delete (a script loaded once per node, run by EVALSHA) per
+// node, fanned out concurrently, nothing else: no validity arithmetic, no
+// error detail, no options. No library can beat it on latency; it is the
+// floor the others are compared with.
+type raw struct {
+	clients []*redis.Client
+	quorum  int
+	delSHA  string
+	extSHA  string
+}
+
+const (
+	rawDel = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
+	rawExt = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+)
+
+func newRaw(clients []*redis.Client) (*raw, error) {
+	r := &raw{clients: clients, quorum: len(clients)/2 + 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range clients {
+		var err error
+		if r.delSHA, err = c.ScriptLoad(ctx, rawDel).Result(); err != nil {
+			return nil, fmt.Errorf("bench: loading the raw release script on %s: %w", c.Options().Addr, err)
+		}
+		if r.extSHA, err = c.ScriptLoad(ctx, rawExt).Result(); err != nil {
+			return nil, fmt.Errorf("bench: loading the raw extend script on %s: %w", c.Options().Addr, err)
+		}
+	}
+	return r, nil
+}
+
+// each runs f on every node concurrently (the caller takes node 0) and
+// counts the nodes where it returned true.
+func (r *raw) each(f func(c *redis.Client) bool) int {
+	if len(r.clients) == 1 {
+		if f(r.clients[0]) {
+			return 1
+		}
+		return 0
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for _, c := range r.clients[1:] {
+		wg.Go(func() {
+			if f(c) {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	ok := f(r.clients[0])
+	wg.Wait()
+	if ok {
+		n++
+	}
+	return n
+}
+
+func (r *raw) Acquire(ctx context.Context, key string, wait bool) (Held, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := &rawHeld{r: r, key: key, token: hex.EncodeToString(b[:])}
+	for {
+		n := r.each(func(c *redis.Client) bool { return c.SetNX(ctx, key, h.token, TTL).Val() })
+		if n >= r.quorum {
+			return h, nil
+		}
+		if n > 0 {
+			_ = h.Unlock(ctx) // roll back the minority that said yes
+		}
+		if !wait {
+			return nil, ErrBusy
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+type rawHeld struct {
+	r          *raw
+	key, token string
+}
+
+func (h *rawHeld) Unlock(ctx context.Context) error {
+	keys := []string{h.key}
+	if h.r.each(func(c *redis.Client) bool {
+		n, _ := c.EvalSha(ctx, h.r.delSHA, keys, h.token).Int()
+		return n == 1
+	}) < h.r.quorum {
+		return errors.New("raw: release failed")
+	}
+	return nil
+}
+
+func (h *rawHeld) Extend(ctx context.Context) error {
+	keys := []string{h.key}
+	if h.r.each(func(c *redis.Client) bool {
+		n, _ := c.EvalSha(ctx, h.r.extSHA, keys, h.token, TTL.Milliseconds()).Int()
+		return n == 1
+	}) < h.r.quorum {
+		return errors.New("raw: extend failed")
+	}
+	return nil
+}
