@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
+)
+
+// The hot-path benchmarks: this library alone, on real redis-server
+// processes, for profiling (go test -run '^$' -bench LockUnlock/N=5
+// -cpuprofile cpu.out -memprofile mem.out). The side-by-side comparison
+// with redsync, redislock and the raw floor is in the bench/ module; see
+// BENCHMARKS.md.
+
+var benchNodeCounts = []int{1, 3, 5, 7}
+
+// benchLockers starts 7 servers and calls f with a locker over the first n
+// for every n in benchNodeCounts: Single for one node, Redlock otherwise.
+func benchLockers(b *testing.B, f func(b *testing.B, lk Locker)) {
+	c := redisserver.Start(b, 7)
+	bs := make([]Backend, len(c.Servers))
+	for i, addr := range c.Addrs() {
+		bs[i] = NewBackend(client(b, addr))
+	}
+	for _, n := range benchNodeCounts {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			opts := []Option{WithTTL(10 * time.Second), WithStrategy(Reject())}
+			var lk Locker
+			var err error
+			if n == 1 {
+				lk, err = NewSingle(bs[0], opts...)
+			} else {
+				lk, err = New(bs[:n], opts...)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			f(b, lk)
+		})
+	}
+}
+
+func BenchmarkLockUnlock(b *testing.B) {
+	benchLockers(b, func(b *testing.B, lk Locker) {
+		ctx := context.Background()
+		key := "bench:" + b.Name()
+		b.ReportAllocs()
+		for b.Loop() {
+			l, err := lk.Lock(ctx, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkLockUnlockParallel runs 32 goroutines, each on its own key.
+func BenchmarkLockUnlockParallel(b *testing.B) {
+	benchLockers(b, func(b *testing.B, lk Locker) {
+		ctx := context.Background()
+		var id atomic.Int64
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((32 + procs - 1) / procs)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := fmt.Sprintf("bench:%s:%d", b.Name(), id.Add(1))
+			for pb.Next() {
+				l, err := lk.Lock(ctx, key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkTryLockHeld is a Reject attempt on a held key.
+func BenchmarkTryLockHeld(b *testing.B) {
+	benchLockers(b, func(b *testing.B, lk Locker) {
+		ctx := context.Background()
+		key := "bench:" + b.Name()
+		held, err := lk.Lock(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer held.Unlock(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := lk.Lock(ctx, key); !errors.Is(err, ErrNotAcquired) {
+				b.Fatalf("a held key was not refused: %v", err)
+			}
+		}
+	})
+}
+
+func BenchmarkExtend(b *testing.B) {
+	benchLockers(b, func(b *testing.B, lk Locker) {
+		ctx := context.Background()
+		l, err := lk.Lock(ctx, "bench:"+b.Name())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Extend(ctx, 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
