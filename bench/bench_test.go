@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,14 +33,30 @@ var (
 	contendedNodes = []int{1, 5}
 )
 
+// AddrsEnv names the environment variable that points the benchmarks at
+// existing masters (comma-separated host:port) instead of starting
+// redis-server processes; N=n runs only when n masters are given.
+// redlock bench --peers --addrs sets it.
+const AddrsEnv = "REDLOCK_BENCH_ADDRS"
+
 // servers starts maxNodes redis-server processes for one top-level
-// benchmark and returns a go-redis client for each (go-redis defaults,
-// except that context deadlines are honoured), shared by every contender.
+// benchmark (or takes the masters in AddrsEnv) and returns a go-redis
+// client for each (go-redis defaults, except that context deadlines are
+// honoured), shared by every contender.
 func servers(b *testing.B) []*redis.Client {
 	b.Helper()
-	c := redisserver.Start(b, maxNodes)
-	clients := make([]*redis.Client, maxNodes)
-	for i, addr := range c.Addrs() {
+	var addrs []string
+	if env := os.Getenv(AddrsEnv); env != "" {
+		for a := range strings.SplitSeq(env, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+	} else {
+		addrs = redisserver.Start(b, maxNodes).Addrs()
+	}
+	clients := make([]*redis.Client, len(addrs))
+	for i, addr := range addrs {
 		clients[i] = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		b.Cleanup(func() { clients[i].Close() })
 	}
@@ -50,6 +68,9 @@ func servers(b *testing.B) []*redis.Client {
 func each(b *testing.B, ns []int, impls []Impl, scenario func(b *testing.B, c Contender, key string)) {
 	clients := servers(b)
 	for _, n := range ns {
+		if n > len(clients) {
+			continue
+		}
 		for _, impl := range impls {
 			if impl == Redislock && n != 1 {
 				continue

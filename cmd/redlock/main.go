@@ -14,7 +14,8 @@ import (
 // commands maps a subcommand to its entry point, which gets the arguments
 // after the subcommand's name and returns the process exit status.
 var commands = map[string]func(args []string) int{
-	"demo": demo,
+	"demo":  demo,
+	"bench": bench,
 }
 
 func main() {
