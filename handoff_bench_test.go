@@ -20,7 +20,9 @@ import (
 //   - wait-p50-ms, wait-p99-ms: time from calling Lock to holding the lock;
 //   - acq-min, acq-max: fewest and most acquisitions of one worker
 //     (fairness: b.N/8 each would be perfectly fair);
-//   - timeouts: Lock calls that ran out of retries (ErrTimeout).
+//   - timeouts: Lock calls that ran out of retries (ErrTimeout);
+//   - failed-attempts/op: attempts that did not get the lock, per
+//     acquisition (the cost of waking a herd).
 //
 // The strategy is Retry(8, 10ms): delays 10 ms to 1.28 s, 2.55 s in all.
 //
@@ -42,7 +44,14 @@ func BenchmarkHandoff(b *testing.B) {
 
 func benchHandoff(b *testing.B, bs []Backend, handoff bool) {
 	const workers, hold = 8, time.Millisecond
-	opts := []Option{WithTTL(5 * time.Second), WithStrategy(Retry(8, 10*time.Millisecond)), WithHandoff(handoff)}
+	var failed atomic.Int64
+	count := ObserverFunc(func(e Event) {
+		if e.Kind == EventContention {
+			failed.Add(1)
+		}
+	})
+	opts := []Option{WithTTL(5 * time.Second), WithStrategy(Retry(8, 10*time.Millisecond)), WithHandoff(handoff),
+		WithObserver(count)}
 	var lk Locker
 	var err error
 	if len(bs) == 1 {
@@ -105,4 +114,5 @@ func benchHandoff(b *testing.B, bs []Backend, handoff bool) {
 	b.ReportMetric(float64(least), "acq-min")
 	b.ReportMetric(float64(most), "acq-max")
 	b.ReportMetric(float64(timeouts.Load()), "timeouts")
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "failed-attempts/op")
 }

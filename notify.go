@@ -45,32 +45,104 @@ type Notifier interface {
 	// Notify subscribes to releases of key. It returns once the
 	// subscription is active on the node, so no release after it returns
 	// is missed (short of a dropped connection). From then until stop is
-	// called, every release makes a non-blocking send on ch. stop must be
-	// called exactly once; it returns promptly.
-	Notify(ctx context.Context, key string, ch chan<- struct{}) (stop func(), err error)
+	// called, every release of key calls released, from the node's
+	// receiving goroutine: released must be quick and must not block.
+	// stop must be called; it returns promptly and only once no call to
+	// released is in progress or will follow.
+	Notify(ctx context.Context, key string, released func()) (stop func(), err error)
 }
 
-// watchReleases subscribes ch to releases of key on every node that
-// supports it, each bounded by the per-node timeout. It reports whether
-// any subscription is active; stop ends them all.
-func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string, ch chan<- struct{}) (stop func(), active bool) {
+// wakeup turns the nodes' release notifications into one wake-up for a
+// waiter: a send on ch once a quorum of distinct nodes announced a release
+// since the last reset (or one node, when only that few can notify). A
+// Redlock release reaches every node, and waking on the first node's
+// message would send the waiter at nodes that have not released yet; a
+// quorum of messages means the key is free on enough nodes to be taken.
+type wakeup struct {
+	ch   chan struct{}
+	mu   sync.Mutex
+	seen []bool
+	n    int
+	need int
+}
+
+func newWakeup(nodes, need int) *wakeup {
+	return &wakeup{ch: make(chan struct{}, 1), seen: make([]bool, nodes), need: need}
+}
+
+// released records that node i announced a release.
+func (w *wakeup) released(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[i] {
+		return
+	}
+	w.seen[i] = true
+	if w.n++; w.n == w.need {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// lower makes do with at most n nodes' announcements, when only n nodes
+// could be subscribed.
+func (w *wakeup) lower(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n < w.need {
+		w.need = n
+		if w.n >= n {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// reset forgets earlier announcements, before an attempt: only releases
+// after it can make the attempt's outcome stale.
+func (w *wakeup) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.seen)
+	w.n = 0
+	select {
+	case <-w.ch:
+	default:
+	}
+}
+
+// watchReleases subscribes to releases of key on every node that supports
+// it, each bounded by the per-node timeout. It returns nil when no node
+// could be subscribed; otherwise the caller must call the stop function.
+func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string) (*wakeup, func()) {
 	stops := make([]func(), len(nodes))
+	w := newWakeup(len(nodes), quorum(len(nodes)))
 	r := fanOut(ctx, nodes, cfg, "watch", key, errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)
 		if !ok {
 			return false, nil
 		}
-		s, err := n.Notify(ctx, key, ch)
+		s, err := n.Notify(ctx, key, func() { w.released(i) })
 		stops[i] = s
 		return err == nil, err
 	})
-	return func() {
+	stop := func() {
 		for _, s := range stops {
 			if s != nil {
 				s()
 			}
 		}
-	}, r.granted > 0
+	}
+	if r.granted == 0 {
+		stop()
+		return nil, nil
+	}
+	w.lower(r.granted)
+	return w, stop
 }
 
 // errNoNotifier is the refusal of a node that cannot notify.
@@ -97,16 +169,19 @@ type subscription struct {
 
 type channelWaiters struct {
 	active  chan struct{} // closed when the node confirmed the SUBSCRIBE
-	waiters map[*chan<- struct{}]struct{}
+	waiters map[*waiter]struct{}
 }
+
+// waiter is one Notify registration.
+type waiter struct{ released func() }
 
 // subscribeTimeout bounds SUBSCRIBE and UNSUBSCRIBE writes issued without
 // a caller's context.
 const subscribeTimeout = time.Second
 
-func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, ch chan<- struct{}) (func(), error) {
+func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func()) (func(), error) {
 	name := ReleaseChannel(key)
-	me := &ch // identity of this registration
+	me := &waiter{released}
 	h.mu.Lock()
 	if h.sub == nil {
 		h.sub = &subscription{ps: c.Subscribe(context.WithoutCancel(ctx)), closing: make(chan struct{}),
@@ -118,7 +193,7 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, c
 	cw := s.channels[name]
 	var err error
 	if cw == nil {
-		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*chan<- struct{}]struct{}{}}
+		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*waiter]struct{}{}}
 		s.channels[name] = cw
 		// Under h.mu, so SUBSCRIBE and UNSUBSCRIBE of one channel reach
 		// the node in the order of our bookkeeping.
@@ -143,7 +218,7 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, c
 
 // leave removes a waiter; the last one of a channel unsubscribes it, the
 // last one of all closes the connection and waits for the receive loop.
-func (h *hub) leave(s *subscription, name string, me *chan<- struct{}) {
+func (h *hub) leave(s *subscription, name string, me *waiter) {
 	h.mu.Lock()
 	cw := s.channels[name]
 	delete(cw.waiters, me)
@@ -192,10 +267,7 @@ func (s *subscription) receive(mu *sync.Mutex) {
 		case *redis.Message:
 			if cw := s.channels[m.Channel]; cw != nil {
 				for w := range cw.waiters {
-					select {
-					case *w <- struct{}{}:
-					default: // a wake-up is already pending
-					}
+					w.released()
 				}
 			}
 		}
@@ -203,6 +275,6 @@ func (s *subscription) receive(mu *sync.Mutex) {
 	}
 }
 
-func (g *goRedis) Notify(ctx context.Context, key string, ch chan<- struct{}) (func(), error) {
-	return g.hub.notify(ctx, g.c, key, ch)
+func (g *goRedis) Notify(ctx context.Context, key string, released func()) (func(), error) {
+	return g.hub.notify(ctx, g.c, key, released)
 }

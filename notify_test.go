@@ -202,9 +202,17 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := NewBackend(client(t, m.Addr())).(*goRedis)
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
-	stopA, err := g.Notify(t.Context(), "a", a)
+	to := func(ch chan struct{}) func() {
+		return func() {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	stopA, err := g.Notify(t.Context(), "a", to(a))
 	require.NoError(t, err)
-	stopB, err := g.Notify(t.Context(), "b", b)
+	stopB, err := g.Notify(t.Context(), "b", to(b))
 	require.NoError(t, err)
 	m.Publish(ReleaseChannel("a"), "")
 	<-a
@@ -216,7 +224,7 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	waitUntil(t, func() bool { return len(m.PubSubChannels("*")) == 0 })
 	stopB() // stop is idempotent
 
-	stopA, err = g.Notify(t.Context(), "a", a) // a fresh connection
+	stopA, err = g.Notify(t.Context(), "a", to(a)) // a fresh connection
 	require.NoError(t, err)
 	m.Publish(ReleaseChannel("a"), "")
 	<-a
@@ -224,6 +232,6 @@ func TestNotifyStopsCleanly(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err = g.Notify(ctx, "a", a)
+	_, err = g.Notify(ctx, "a", to(a))
 	assert.ErrorIs(t, err, context.Canceled)
 }
