@@ -16,6 +16,7 @@ import (
 var commands = map[string]func(args []string) int{
 	"demo":  demo,
 	"bench": bench,
+	"run":   run,
 }
 
 func main() {

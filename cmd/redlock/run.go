@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quorumlock/redlock"
+)
+
+// Exit statuses of redlock run besides the command's own. They follow
+// sysexits.h where it has a meaning that fits, so cron wrappers and
+// systemd units can tell "someone else is on it" from "broken".
+const (
+	// exitBusy: the lock was held elsewhere for all of --wait; the command
+	// did not run. EX_TEMPFAIL: try again later.
+	exitBusy = 75
+	// exitUnavailable: too few Redis masters answered to decide; the
+	// command did not run. EX_UNAVAILABLE.
+	exitUnavailable = 69
+	// exitLost: the lock was lost while the command ran (a renewal failed
+	// on quorum, or validity ran out first); the command was stopped, or
+	// it had finished but may have overlapped with the next holder.
+	exitLost = 79
+	// exitUsage: bad flags or options; nothing ran. EX_USAGE.
+	exitUsage = 64
+	// exitNotFound and exitNotExecutable are the shell's statuses for a
+	// command that could not be started.
+	exitNotFound      = 127
+	exitNotExecutable = 126
+)
+
+const runUsage = `usage: redlock run --key K [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+
+Runs command only while holding the distributed lock K: a flock for cron
+jobs that run on many hosts. The lock is renewed every TTL/3 while the
+command runs. When the lock is lost (a renewal fails on a quorum of
+masters), the command's process group gets SIGTERM, then SIGKILL after
+--grace. SIGINT or SIGTERM to redlock run is passed on the same way.
+
+Masters: --addrs (host:port or redis:// URLs), else LOCK_DISTRIBUTED_NODES
+(comma-separated redis:// URLs). One master gives a single-instance lock,
+several a Redlock.
+
+Exit status: the command's own (128+signal when a signal ended it), or
+   75  the lock was held elsewhere for all of --wait; the command did not run
+   69  too few masters answered; the command did not run
+   79  the lock was lost while the command ran; the command was stopped
+  126  the command could not be executed; 127 it was not found
+   64  bad usage
+    1  any other error before the command ran
+
+flags:
+`
+
+// run is the redlock run subcommand.
+func run(args []string) int {
+	return runWith(context.Background(), args, os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+}
+
+// runWith is run with its environment passed in, for tests.
+func runWith(parent context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	key := fs.String("key", "", "the lock's key (required)")
+	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
+	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
+	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+redlock.EnvNodes+")")
+	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	argv := fs.Args()
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "redlock run: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case *key == "":
+		return usage("--key is required")
+	case len(argv) == 0:
+		return usage("no command given (put it after --)")
+	case *wait < 0:
+		return usage("--wait %v is negative", *wait)
+	case *grace < 0:
+		return usage("--grace %v is negative", *grace)
+	}
+	nodes, err := runNodes(*addrs, lookup)
+	if err != nil {
+		return usage("%v", err)
+	}
+
+	var strategy redlock.Strategy = redlock.Reject()
+	if *wait > 0 {
+		strategy = &waitUntil{deadline: time.Now().Add(*wait), every: min(*wait/10+time.Millisecond, 250*time.Millisecond)}
+	}
+	cfg := redlock.Config{Enabled: true, Strategy: redlock.StrategyRetry, TTL: *ttl, Retries: 0, RetryDelay: 0, Nodes: nodes}
+	locker, closer, err := cfg.Open(redlock.WithStrategy(strategy))
+	if err != nil {
+		return usage("%v", err)
+	}
+	defer closer.Close()
+
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var (
+		started bool
+		status  int
+	)
+	err = locker.Do(ctx, *key, func(ctx context.Context) error {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+		ownGroup(cmd)
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		started = true
+		status = supervise(ctx, cmd, *grace)
+		return nil
+	})
+	switch {
+	case errors.Is(err, redlock.ErrLockLost):
+		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", *key, status, err)
+		return exitLost
+	case started:
+		if err != nil { // the command ran; only the release failed
+			fmt.Fprintf(stderr, "redlock run: %v\n", err)
+		}
+		return status
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+		fmt.Fprintf(stderr, "redlock run: %v\n", err)
+		return exitNotFound
+	case errors.Is(err, os.ErrPermission):
+		fmt.Fprintf(stderr, "redlock run: %v\n", err)
+		return exitNotExecutable
+	case errors.Is(err, redlock.ErrInvalid):
+		return usage("%v", err)
+	case errors.Is(err, redlock.ErrNotAcquired):
+		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", *key, err)
+		return exitBusy
+	case errors.Is(err, redlock.ErrUnavailable):
+		fmt.Fprintf(stderr, "redlock run: too few masters answered; not running the command: %v\n", err)
+		return exitUnavailable
+	}
+	fmt.Fprintf(stderr, "redlock run: %v\n", err)
+	return 1
+}
+
+// supervise waits for cmd and returns its exit status. When ctx ends
+// first (the lock was lost, or redlock run was signalled) it sends SIGTERM
+// to the command's process group and SIGKILL after grace; on a lost lock
+// the group gets SIGKILL in the end anyway, so no child of the command
+// outlives the lock.
+func supervise(ctx context.Context, cmd *exec.Cmd, grace time.Duration) int {
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-waited:
+		return exitStatus(cmd, err)
+	case <-ctx.Done():
+	}
+	_ = signalGroup(cmd, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err = <-waited:
+	case <-t.C:
+		_ = signalGroup(cmd, syscall.SIGKILL)
+		err = <-waited
+	}
+	if errors.Is(context.Cause(ctx), redlock.ErrLockLost) {
+		_ = signalGroup(cmd, syscall.SIGKILL) // stragglers of the group, if any
+	}
+	return exitStatus(cmd, err)
+}
+
+// exitStatus is the status a shell would report: the exit code, or 128
+// plus the signal that ended the command.
+func exitStatus(cmd *exec.Cmd, err error) int {
+	st := cmd.ProcessState
+	if st == nil {
+		return 1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	if code := st.ExitCode(); code >= 0 {
+		return code
+	}
+	return 1
+}
+
+// runNodes returns the masters as redis URLs, from --addrs or else from
+// LOCK_DISTRIBUTED_NODES.
+func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error) {
+	if addrs == "" {
+		addrs, _ = lookup(redlock.EnvNodes)
+	}
+	var urls []string
+	for a := range strings.SplitSeq(addrs, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if !strings.Contains(a, "://") {
+			a = "redis://" + a
+		}
+		urls = append(urls, a)
+	}
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("no masters: give --addrs or set %s", redlock.EnvNodes)
+	}
+	return urls, nil
+}
+
+// waitUntil retries every interval until a deadline: --wait bounds the
+// wait for the lock without bounding the command, which runs under the
+// same context. Release notifications wake a waiter before its interval
+// is up.
+type waitUntil struct {
+	deadline time.Time
+	every    time.Duration
+}
+
+func (w *waitUntil) Backoff(int) (time.Duration, bool) {
+	left := time.Until(w.deadline)
+	if left <= 0 {
+		return 0, false
+	}
+	return min(w.every, left), true
+}
