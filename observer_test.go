@@ -1,0 +1,194 @@
+package redlock
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) Observe(e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// take returns the events so far and forgets them.
+func (r *recorder) take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	es := r.events
+	r.events = nil
+	return es
+}
+
+func kinds(es []Event) []EventKind {
+	out := make([]EventKind, len(es))
+	for i, e := range es {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+func TestObserverSeesEveryOperation(t *testing.T) {
+	ms, bs := minis(t, 3)
+	dead := ms[2].Addr()
+	ms[2].Close()
+	for _, m := range ms[:2] {
+		require.NoError(t, m.Set("k", "other"))
+	}
+	clk := newFakeClock()
+	clk.onAfter = func(int) { // the other holder lets go during our first wait
+		for _, m := range ms[:2] {
+			m.Del("k")
+		}
+	}
+	rec := &recorder{}
+	r, err := New(bs, WithObserver(rec), WithClock(clk), WithHandoff(false),
+		WithStrategy(Retry(1, 7*time.Millisecond)))
+	require.NoError(t, err)
+
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	es := rec.take()
+	// attempt 1: the dead node fails, and again when the attempt is
+	// rolled back; attempt 2 gets the lock without it.
+	require.Equal(t, []EventKind{EventNodeError, EventNodeError, EventContention, EventNodeError, EventAcquire}, kinds(es))
+	assert.Equal(t, dead, es[0].Node, "node errors name the node")
+	assert.Equal(t, "acquire", es[0].Op)
+	assert.Error(t, es[0].Err)
+	assert.Equal(t, "release", es[1].Op)
+	assert.Equal(t, 1, es[2].Attempt)
+	assert.ErrorIs(t, es[2].Err, ErrNotAcquired, "contention: the key was held")
+	assert.Equal(t, "k", es[4].Key)
+	assert.Equal(t, 2, es[4].Attempt)
+	assert.Equal(t, 7*time.Millisecond, es[4].Duration, "the acquisition waited one backoff delay")
+	assert.NoError(t, es[4].Err)
+
+	clk.Advance(300 * time.Millisecond)
+	require.NoError(t, l.Extend(t.Context(), time.Second))
+	es = rec.take()
+	require.Equal(t, []EventKind{EventNodeError, EventExtend}, kinds(es))
+	assert.Equal(t, "extend", es[0].Op)
+	assert.NoError(t, es[1].Err)
+
+	clk.Advance(200 * time.Millisecond)
+	require.NoError(t, l.Unlock(t.Context()))
+	es = rec.take()
+	require.Equal(t, []EventKind{EventNodeError, EventRelease}, kinds(es))
+	assert.Equal(t, "release", es[0].Op)
+	assert.Equal(t, 500*time.Millisecond, es[1].Duration, "release reports how long the lock was held")
+
+	_, err = r.Lock(t.Context(), "", WithObserver(rec))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Empty(t, rec.take(), "bad input is not an operation")
+}
+
+func TestObserverFailedAcquisitionAndLoss(t *testing.T) {
+	ms, bs := minis(t, 1)
+	rec := &recorder{}
+	s, err := NewSingle(bs[0], WithObserver(rec), WithStrategy(Reject()))
+	require.NoError(t, err)
+	require.NoError(t, ms[0].Set("k", "other"))
+	_, err = s.Lock(t.Context(), "k")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	es := rec.take()
+	require.Equal(t, []EventKind{EventContention, EventAcquire}, kinds(es))
+	assert.ErrorIs(t, es[1].Err, ErrNotAcquired)
+	ms[0].Del("k")
+
+	err = s.Do(t.Context(), "k", func(ctx context.Context) error {
+		ms[0].Del("k")
+		<-ctx.Done()
+		return nil
+	}, WithTTL(time.Second), WithRenewEvery(5*time.Millisecond), WithFencing())
+	require.ErrorIs(t, err, ErrLockLost)
+	es = rec.take()
+	require.Equal(t, []EventKind{EventAcquire, EventExtend, EventLost, EventRelease}, kinds(es))
+	assert.Equal(t, int64(1), es[0].Fence)
+	assert.ErrorIs(t, es[1].Err, ErrNotHeld)
+	assert.ErrorIs(t, es[2].Err, ErrLockLost)
+	assert.Positive(t, es[2].Duration)
+}
+
+func TestSlogObserver(t *testing.T) {
+	ms, bs := minis(t, 1)
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := NewSingle(bs[0], WithObserver(SlogObserver(logger)), WithStrategy(Reject()), WithFencing())
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	_, err = s.Lock(t.Context(), "k")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, l.Unlock(t.Context()))
+	addr := ms[0].Addr()
+	ms[0].Close()
+	_, err = s.Lock(t.Context(), "k")
+	require.ErrorIs(t, err, ErrUnavailable)
+
+	type record struct {
+		Level, Msg, Key, Node, Op, Error string
+		Fence                            int64
+	}
+	var got []record
+	for line := range bytes.Lines(buf.Bytes()) {
+		var r record
+		require.NoError(t, json.Unmarshal(line, &r))
+		got = append(got, r)
+	}
+	want := []struct{ level, msg string }{
+		{"DEBUG", "redlock: acquire"},
+		{"DEBUG", "redlock: contention"},
+		{"INFO", "redlock: acquire"}, // busy
+		{"DEBUG", "redlock: release"},
+		{"WARN", "redlock: node error"}, // the attempt
+		{"WARN", "redlock: node error"}, // its rollback
+		{"DEBUG", "redlock: contention"},
+		{"WARN", "redlock: acquire"}, // unavailable
+	}
+	require.Len(t, got, len(want), buf.String())
+	for i, w := range want {
+		assert.Equal(t, w.level, got[i].Level, "record %d", i)
+		assert.Equal(t, w.msg, got[i].Msg, "record %d", i)
+		assert.Equal(t, "k", got[i].Key)
+	}
+	assert.Equal(t, int64(1), got[0].Fence)
+	assert.NotEmpty(t, got[2].Error)
+	assert.Equal(t, addr, got[4].Node)
+	assert.Equal(t, "acquire", got[4].Op)
+
+	_, err = NewSingle(bs[0], WithObserver(SlogObserver(nil)))
+	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestNothingIsLoggedByDefault(t *testing.T) {
+	var buf bytes.Buffer
+	log.SetOutput(&buf) // slog.Default writes through the log package
+	defer log.SetOutput(log.Default().Writer())
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithStrategy(Reject()))
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	_, err = s.Lock(t.Context(), "k")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, l.Unlock(t.Context()))
+	ms[0].Close()
+	_, err = s.Lock(t.Context(), "k")
+	require.Error(t, err)
+	assert.Empty(t, buf.String())
+}
