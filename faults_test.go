@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/exclusion"
+	"github.com/quorumlock/redlock/internal/latencyproxy"
 	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -47,6 +49,12 @@ type faultCluster struct {
 	start  func(t *testing.T, i int) // bring a killed master back, empty
 	pause  func(t *testing.T, i int) // freeze: connections hang
 	resume func(t *testing.T, i int)
+
+	// proxied are the masters' addresses through a forwarder
+	// (internal/latencyproxy) on 127.0.0.1, and delay sets the delay of
+	// the replies of master i through it.
+	proxied []string
+	delay   func(i int, d time.Duration)
 }
 
 func (fc *faultCluster) backends(t *testing.T) []Backend {
@@ -64,9 +72,19 @@ func (fc *faultCluster) locker(t *testing.T, bs []Backend, opts ...Option) *Redl
 	return r
 }
 
-// processCluster runs five redis-server processes.
-func faultProcesses(t *testing.T) *faultCluster {
+// faultProcesses runs five redis-server processes, each with a forwarder
+// in front for the faults a process cannot have by itself (latency, a cut
+// network).
+func faultProcesses(t *testing.T) (*faultCluster, []*latencyproxy.Proxy) {
 	c := redisserver.Start(t, 5)
+	proxies := make([]*latencyproxy.Proxy, len(c.Servers))
+	proxied := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		p, err := latencyproxy.New(s.Addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		proxies[i], proxied[i] = p, p.Addr()
+	}
 	return &faultCluster{
 		addrs:       c.Addrs(),
 		nodeTimeout: 200 * time.Millisecond,
@@ -75,10 +93,12 @@ func faultProcesses(t *testing.T) *faultCluster {
 		start:       func(t *testing.T, i int) { c.Servers[i].Restart(t) },
 		pause:       func(_ *testing.T, i int) { c.Servers[i].Pause() },
 		resume:      func(_ *testing.T, i int) { c.Servers[i].Resume() },
-	}
+		proxied:     proxied,
+		delay:       func(i int, d time.Duration) { proxies[i].SetDelay(0, d) },
+	}, proxies
 }
 
-// classify maps a failed Lock to what the checker counts. Unavailability
+// faultClassify maps a failed Lock to what the checker counts. Unavailability
 // wins over the context: a call that ran out of time while too few nodes
 // answered is counted as unavailable.
 func faultClassify(err error) exclusion.Outcome {
@@ -93,7 +113,7 @@ func faultClassify(err error) exclusion.Outcome {
 	return exclusion.Other
 }
 
-// contention is a set of workers taking turns on one key until stopped.
+// faultContention is a set of workers taking turns on one key until stopped.
 type faultContention struct {
 	chk     *exclusion.Checker
 	acq     atomic.Int64 // acquisitions, cheap to poll
@@ -102,7 +122,7 @@ type faultContention struct {
 	wg      sync.WaitGroup
 }
 
-// contend starts workers that lock key, stay inside for a moment, and
+// faultContend starts workers that lock key, stay inside for a moment, and
 // unlock, recording everything in chk. Each Lock call has its own deadline.
 func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, workers int, opts ...Option) *faultContention {
 	c := &faultContention{chk: chk, stop: make(chan struct{})}
@@ -115,7 +135,7 @@ func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, w
 					return
 				default:
 				}
-				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 				l, err := lk.Lock(ctx, key, opts...)
 				if err != nil {
 					cancel()
@@ -447,20 +467,213 @@ func faultRestartImmediate(t *testing.T, fc *faultCluster) {
 	assert.Positive(t, st.Overlaps, "the checker sees the two holders overlap")
 }
 
+// faultNetworkCut holds a lock while one master is cut off, keeps it alive
+// with Extend on the other four (so the cut master's copy goes stale and
+// expires), reconnects the master and keeps holding. A second client tries
+// all along: the stale master must never let it in while the first holder
+// is valid. cut/heal select the flavour: a cut (docker network disconnect,
+// or the forwarder's Cut: connections closed and refused, calls fail fast)
+// or a partition (an iptables DROP, or the forwarder's Hold: packets
+// vanish, calls hang until the node timeout, and what was sent may still
+// arrive after the heal).
+func faultNetworkCut(t *testing.T, fc *faultCluster, what string, cut, heal func(testing.TB)) {
+	const key = "cut"
+	const ttl = 2 * time.Second
+	bs := fc.backends(t)
+	lk := fc.locker(t, bs, WithTTL(ttl), WithStrategy(Reject()))
+	chk := exclusion.New()
+
+	a, err := lk.Lock(t.Context(), key)
+	require.NoError(t, err)
+	aStart := time.Now()
+	aIn := chk.Enter(key, "A", a.Until())
+	cut(t)
+
+	// B tries every few milliseconds until told to stop.
+	stop := make(chan struct{})
+	bGot := make(chan *Lock, 1)
+	bDone := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b, err := lk.Lock(t.Context(), key)
+			if err != nil {
+				chk.Fail(faultClassify(err), err)
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			chk.Enter(key, "B", b.Until()).Exit()
+			_ = b.Unlock(t.Context())
+			select {
+			case bGot <- b:
+			default:
+			}
+		}
+	}()
+	stopB := sync.OnceFunc(func() { close(stop); <-bDone })
+	defer stopB()
+
+	// A keeps its lock alive on the four reachable masters until the cut
+	// master's copy (set with the first TTL) has surely expired.
+	hold := func(until time.Time) {
+		for time.Now().Before(until) {
+			time.Sleep(ttl / 4)
+			require.NoError(t, a.Extend(t.Context(), ttl), "four of five masters extend")
+			aIn.Extend(a.Until())
+		}
+	}
+	hold(aStart.Add(ttl + ttl/2))
+	heal(t)
+	v, err := client(t, fc.addrs[0]).Get(t.Context(), key).Result()
+	if !errors.Is(err, redis.Nil) {
+		require.NoError(t, err)
+	}
+	assert.NotEqual(t, a.Token(), v, "the cut master's copy of A's key expired: it is stale")
+	hold(time.Now().Add(ttl))
+	select {
+	case <-bGot:
+		t.Fatal("B got the lock while A held it")
+	default:
+	}
+	aIn.Exit()
+	require.NoError(t, a.Unlock(t.Context()))
+	select {
+	case <-bGot:
+	case <-time.After(faultWatchdog):
+		t.Fatal("watchdog: B never got the lock after A released it")
+	}
+	stopB()
+
+	st := chk.Verify(t, what+" during a hold")
+	assert.Positive(t, st.Conflicts, "B was refused while A held the lock")
+	assert.Zero(t, st.Unavailable, "four masters always answered")
+}
+
+// faultLatency slows masters down through their forwarders. A slow master
+// shrinks the validity by the time the round waited for it; a majority
+// slower than the validity (or than the TTL) refuses the lock and the keys
+// are rolled back on every master.
+func faultLatency(t *testing.T, fc *faultCluster) {
+	const key = "latency"
+	// Every client goes through the forwarder, with or without latency, so
+	// the baseline and the slow case take the same path.
+	bs := make([]Backend, len(fc.proxied))
+	for i, addr := range fc.proxied {
+		bs[i] = NewBackend(client(t, addr))
+	}
+	direct := make([]*redis.Client, len(fc.addrs)) // no forwarder, no latency
+	for i, addr := range fc.addrs {
+		direct[i] = client(t, addr)
+	}
+	keysLeft := func() int {
+		n := 0
+		for _, d := range direct {
+			if d.Exists(t.Context(), key).Val() > 0 {
+				n++
+			}
+		}
+		return n
+	}
+
+	// Validity left when Lock returns, and how long the call took.
+	const ttl, slow = 2 * time.Second, 300 * time.Millisecond
+	lk := fc.locker(t, bs, WithTTL(ttl), WithNodeTimeout(time.Second), WithStrategy(Reject()))
+	drift := driftFor(ttl, DefaultDriftFactor)
+	measure := func() (left, took time.Duration) {
+		t.Helper()
+		start := time.Now()
+		l, err := lk.Lock(t.Context(), key)
+		end := time.Now()
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(t.Context()))
+		// The round started inside [start, end], and Until counts from it.
+		assert.False(t, l.Until().Before(start.Add(ttl-drift)), "Until is TTL - drift after the round's start")
+		assert.False(t, l.Until().After(end.Add(ttl-drift)), "Until is TTL - drift after the round's start")
+		return l.Until().Sub(end), end.Sub(start)
+	}
+	base, _ := measure()
+	fc.delay(0, slow)
+	left, took := measure()
+	t.Logf("validity left: %v without latency, %v with %v on one master (call took %v)", base, left, slow, took)
+	assert.GreaterOrEqual(t, took, slow, "the round waited for the slow master")
+	assert.LessOrEqual(t, left, ttl-drift-slow, "validity shrank by at least the latency")
+	assert.Less(t, left, base, "less validity than without latency")
+
+	chk := exclusion.New()
+	w := faultContend(t, fc.locker(t, bs, WithTTL(ttl), WithNodeTimeout(time.Second)), chk, key, 3)
+	w.waitAcquisitions(t, 6, "acquisitions with a slow master")
+	w.Stop()
+	st := chk.Verify(t, "latency on one master")
+	assert.Zero(t, st.Unavailable)
+
+	// A majority answers yes, but later than the validity: TTL 1 s, drift
+	// factor 0.5 leaves 498 ms, the slow masters answer after 700 ms, well
+	// inside the 950 ms node timeout.
+	fc.delay(0, 0)
+	for i := range 3 {
+		fc.delay(i, 700*time.Millisecond)
+	}
+	_, err := lk.Lock(t.Context(), key, WithTTL(time.Second), WithDriftFactor(0.5), WithNodeTimeout(950*time.Millisecond))
+	require.ErrorIs(t, err, ErrNotAcquired, "a quorum that came too late grants nothing")
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.GreaterOrEqual(t, qe.Granted, qe.Quorum, "the masters did agree")
+	assert.LessOrEqual(t, qe.Validity, time.Duration(0), "but no validity was left")
+	assert.Zero(t, keysLeft(), "rolled back on every master")
+
+	// Slower than the TTL itself: the node timeout (below the TTL) cuts the
+	// slow majority off, the call fails as unavailable and the SETs that
+	// did land are rolled back.
+	for i := range 3 {
+		fc.delay(i, 1500*time.Millisecond)
+	}
+	_, err = lk.Lock(t.Context(), key, WithTTL(time.Second), WithNodeTimeout(950*time.Millisecond))
+	require.ErrorIs(t, err, ErrUnavailable, "a majority did not answer within the node timeout")
+	assert.Zero(t, keysLeft(), "rolled back on every master, the slow ones included")
+
+	for i := range 3 {
+		fc.delay(i, 0)
+	}
+	l, err := lk.Lock(t.Context(), key)
+	require.NoError(t, err, "service resumes without the latency")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
 // TestFaults runs the fault scenarios on redis-server processes: SIGKILL,
-// SIGSTOP and restart without persistence, no Docker needed.
+// SIGSTOP and restart without persistence, plus a cut network, a partition
+// and latency through forwarders; no Docker needed.
 func TestFaults(t *testing.T) {
+	// A network cut on processes: clients reach the masters through
+	// forwarders only, and the forwarder of master 0 cuts (connections
+	// closed and refused, as with docker network disconnect) or holds
+	// (packets vanish and are delivered late, as with an iptables DROP).
+	viaProxies := func(t *testing.T, what string, cut func(*latencyproxy.Proxy)) {
+		fc, proxies := faultProcesses(t)
+		through := *fc
+		through.addrs = fc.proxied
+		faultNetworkCut(t, &through, what,
+			func(testing.TB) { cut(proxies[0]) },
+			func(testing.TB) { proxies[0].Release() })
+	}
 	scenarios := []struct {
 		name string
-		run  func(*testing.T, *faultCluster)
+		run  func(*testing.T)
 	}{
-		{"KillOneThenTwo", faultKillOneThenTwo},
-		{"KillThree", faultKillThree},
-		{"PauseMidAcquisition", faultPauseMidAcquisition},
-		{"RestartDelayed", faultRestartDelayed},
-		{"RestartImmediate", faultRestartImmediate},
+		{"KillOneThenTwo", func(t *testing.T) { fc, _ := faultProcesses(t); faultKillOneThenTwo(t, fc) }},
+		{"KillThree", func(t *testing.T) { fc, _ := faultProcesses(t); faultKillThree(t, fc) }},
+		{"PauseMidAcquisition", func(t *testing.T) { fc, _ := faultProcesses(t); faultPauseMidAcquisition(t, fc) }},
+		{"RestartDelayed", func(t *testing.T) { fc, _ := faultProcesses(t); faultRestartDelayed(t, fc) }},
+		{"RestartImmediate", func(t *testing.T) { fc, _ := faultProcesses(t); faultRestartImmediate(t, fc) }},
+		{"NetworkCut", func(t *testing.T) { viaProxies(t, "network cut (forwarder cut)", (*latencyproxy.Proxy).Cut) }},
+		{"NetworkPartition", func(t *testing.T) { viaProxies(t, "partition (forwarder hold)", (*latencyproxy.Proxy).Hold) }},
+		{"Latency", func(t *testing.T) { fc, _ := faultProcesses(t); faultLatency(t, fc) }},
 	}
 	for _, s := range scenarios {
-		t.Run(s.name, func(t *testing.T) { s.run(t, faultProcesses(t)) })
+		t.Run(s.name, s.run)
 	}
 }
