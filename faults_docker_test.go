@@ -101,7 +101,7 @@ func TestExternalCluster(t *testing.T) {
 	chk := exclusion.New()
 	key := "external-" + time.Now().Format("150405.000000")
 	c := faultContend(t, lk, chk, key, 4)
-	c.waitAcquisitions(t, 200, "acquisitions on the external cluster")
+	c.waitAcquisitions(t, 50, "acquisitions on the external cluster")
 	c.Stop()
 	st := chk.Verify(t, "external cluster "+env)
 	assert.Positive(t, st.Acquisitions)

@@ -119,6 +119,7 @@ type faultContention struct {
 	acq     atomic.Int64 // acquisitions, cheap to poll
 	unlocks atomic.Int64 // Unlock errors: ErrNotHeld or ErrUnavailable when a master died under the lock
 	stop    chan struct{}
+	stopped sync.Once
 	wg      sync.WaitGroup
 }
 
@@ -159,6 +160,7 @@ func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, w
 			}
 		})
 	}
+	t.Cleanup(c.Stop) // also when a watchdog ends the test early
 	return c
 }
 
@@ -169,9 +171,9 @@ func (c *faultContention) waitAcquisitions(t *testing.T, n int64, what string) {
 	faultWaitFor(t, what, func() bool { return c.acq.Load() >= target })
 }
 
-// Stop stops the workers and waits for them.
+// Stop stops the workers and waits for them. Later calls do nothing.
 func (c *faultContention) Stop() {
-	close(c.stop)
+	c.stopped.Do(func() { close(c.stop) })
 	c.wg.Wait()
 }
 
