@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Reproduces the tables of BENCHMARKS.md: runs every scenario of the bench
+# module COUNT times (the contenders interleaved inside each run, on the same
+# redis-server processes), then summarises with benchstat, one column per
+# contender, medians with their confidence intervals.
+#
+#   bench/run.sh                   # COUNT=6, BENCHTIME=1s, HANDOFF=300x
+#   COUNT=3 BENCHTIME=2000x bench/run.sh
+#
+# Raw output goes to bench/results/raw.txt, the summary to
+# bench/results/summary.txt, the machine's description to
+# bench/results/machine.txt. Needs redis-server on PATH and benchstat
+# (go install golang.org/x/perf/cmd/benchstat@latest).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+COUNT=${COUNT:-6}
+BENCHTIME=${BENCHTIME:-1s}
+HANDOFF=${HANDOFF:-300x} # acquisitions per hand-off run: redsync's defaults wait 50-250 ms per retry
+mkdir -p results
+benchstat=$(command -v benchstat || echo "$(go env GOPATH)/bin/benchstat")
+
+{
+	echo "date:   $(date -u +%Y-%m-%dT%H:%MZ)"
+	echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- .. 2>/dev/null || echo ' (with uncommitted changes)')"
+	echo "cpu:    $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"
+	echo "go:     $(go version | cut -d' ' -f3-)"
+	echo "redis:  $(redis-server --version | cut -d' ' -f3)"
+	echo "peers:  $(go list -m -f '{{.Path}} {{.Version}}' github.com/go-redsync/redsync/v4 github.com/bsm/redislock github.com/redis/go-redis/v9 | paste -sd, -)"
+	echo "run:    COUNT=$COUNT BENCHTIME=$BENCHTIME HANDOFF=$HANDOFF"
+} | tee results/machine.txt
+
+go test -run '^$' -bench 'LockUnlock|TryLockHeld|Extend' -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m . | tee results/raw.txt
+go test -run '^$' -bench 'Handoff' -benchtime "$HANDOFF" -count "$COUNT" -timeout 60m . | tee -a results/raw.txt
+
+"$benchstat" -col /impl results/raw.txt | tee results/summary.txt

@@ -1,0 +1,289 @@
+// Command tables turns the raw output of the bench module's benchmarks
+// (go test -bench, any -count) into the Markdown tables of BENCHMARKS.md:
+// medians per scenario, node count and contender, ratios against the raw
+// floor and the peers, and the issue's targets marked MET or MISSED.
+//
+//	go run ./tables results/raw.txt > results/tables.md
+//
+// benchstat gives the confidence intervals (bench/run.sh runs both); this
+// gives the compact view and the verdicts, from the same file.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// sample is every value of one metric of one sub-benchmark, over -count.
+type key struct {
+	scenario string
+	n        int
+	impl     string
+}
+
+type results map[key]map[string][]float64
+
+var line = regexp.MustCompile(`^Benchmark(\w+)/N=(\d+)/impl=([\w-]+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+func parse(r io.Reader) (results, error) {
+	res := results{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		k := key{m[1], n, m[3]}
+		if res[k] == nil {
+			res[k] = map[string][]float64{}
+		}
+		f := strings.Fields(m[4])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", sc.Text(), err)
+			}
+			res[k][f[i+1]] = append(res[k][f[i+1]], v)
+		}
+	}
+	return res, sc.Err()
+}
+
+// med is the median of a metric, and false when it was not measured.
+func (r results) med(scenario string, n int, impl, unit string) (float64, bool) {
+	vs := slices.Clone(r[key{scenario, n, impl}][unit])
+	if len(vs) == 0 {
+		return 0, false
+	}
+	slices.Sort(vs)
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2], true
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+}
+
+// ops is operations per second from the median ns/op.
+func (r results) ops(scenario string, n int, impl string) (float64, bool) {
+	ns, ok := r.med(scenario, n, impl, "ns/op")
+	if !ok || ns == 0 {
+		return 0, false
+	}
+	return 1e9 / ns, true
+}
+
+func (r results) keys(scenario string) (ns []int, impls []string) {
+	order := []string{"redlock", "raw", "redsync", "redsync-1ms", "redislock"}
+	for k := range r {
+		if k.scenario != scenario {
+			continue
+		}
+		if !slices.Contains(ns, k.n) {
+			ns = append(ns, k.n)
+		}
+	}
+	slices.Sort(ns)
+	for _, i := range order {
+		for k := range r {
+			if k.scenario == scenario && k.impl == i {
+				impls = append(impls, i)
+				break
+			}
+		}
+	}
+	return ns, impls
+}
+
+func num(v float64, ok bool, format string) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func ratio(a float64, aok bool, b float64, bok bool) string {
+	if !aok || !bok || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+var titles = map[string]string{
+	"LockUnlock":         "Lock+Unlock, one goroutine",
+	"LockUnlockParallel": "Lock+Unlock, 32 goroutines on distinct keys",
+	"TryLockHeld":        "One attempt on a held key (TryLock / Reject)",
+	"Extend":             "Extend a held lock",
+}
+
+func throughputTable(w io.Writer, r results, scenario string) {
+	ns, impls := r.keys(scenario)
+	if len(ns) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### %s\n\n", titles[scenario])
+	fmt.Fprintln(w, "| N | impl | ops/s | ÷ raw | redlock ÷ it | p50 µs | p99 µs | allocs/op | B/op |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		ours, oursOK := r.ops(scenario, n, "redlock")
+		raw, rawOK := r.ops(scenario, n, "raw")
+		for _, impl := range impls {
+			o, ok := r.ops(scenario, n, impl)
+			if !ok {
+				continue
+			}
+			p50, p50ok := r.med(scenario, n, impl, "p50-us")
+			p99, p99ok := r.med(scenario, n, impl, "p99-us")
+			al, alok := r.med(scenario, n, impl, "allocs/op")
+			by, byok := r.med(scenario, n, impl, "B/op")
+			vs := ratio(ours, oursOK, o, ok)
+			if impl == "redlock" {
+				vs = ""
+			}
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s |\n", n, impl, o,
+				ratio(o, ok, raw, rawOK), vs, num(p50, p50ok, "%.0f"), num(p99, p99ok, "%.0f"),
+				num(al, alok, "%.0f"), num(by, byok, "%.0f"))
+		}
+	}
+}
+
+func handoffTable(w io.Writer, r results) {
+	ns, impls := r.keys("Handoff")
+	if len(ns) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\n### Hand-off: 8 workers, one key, 1 ms hold\n\n")
+	fmt.Fprintln(w, "| N | impl | acquisitions/s | wait p50 ms | wait p99 ms | its p99 ÷ redlock's | fewest / most per worker | fairness | allocs/op |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		o99, o99ok := r.med("Handoff", n, "redlock", "p99-wait-ms")
+		for _, impl := range impls {
+			acq, ok := r.med("Handoff", n, impl, "acq/s")
+			if !ok {
+				continue
+			}
+			p50, p50ok := r.med("Handoff", n, impl, "p50-wait-ms")
+			p99, p99ok := r.med("Handoff", n, impl, "p99-wait-ms")
+			lo, look := r.med("Handoff", n, impl, "min-acq")
+			hi, hiok := r.med("Handoff", n, impl, "max-acq")
+			fair, fok := r.med("Handoff", n, impl, "fairness")
+			al, alok := r.med("Handoff", n, impl, "allocs/op")
+			vs := ratio(p99, p99ok, o99, o99ok)
+			if impl == "redlock" {
+				vs = ""
+			}
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s / %s | %s | %s |\n", n, impl, acq,
+				num(p50, p50ok, "%.1f"), num(p99, p99ok, "%.1f"), vs,
+				num(lo, look, "%.0f"), num(hi, hiok, "%.0f"), num(fair, fok, "%.2f"), num(al, alok, "%.0f"))
+		}
+	}
+}
+
+// target is one of the issue's goals: a measured ratio against a bound.
+type target struct {
+	what    string
+	value   float64
+	ok      bool
+	atLeast bool // the value must be >= bound, or else <= bound
+	bound   float64
+}
+
+func targets(r results) []target {
+	q := func(a float64, aok bool, b float64, bok bool) (float64, bool) {
+		if !aok || !bok || b == 0 {
+			return 0, false
+		}
+		return a / b, true
+	}
+	opsRatio := func(s string, n int, other string) (float64, bool) {
+		a, aok := r.ops(s, n, "redlock")
+		b, bok := r.ops(s, n, other)
+		return q(a, aok, b, bok)
+	}
+	var ts []target
+	add := func(what string, v float64, ok, atLeast bool, bound float64) {
+		ts = append(ts, target{what, v, ok, atLeast, bound})
+	}
+	v, ok := opsRatio("LockUnlock", 1, "raw")
+	add("single node, 1 goroutine, Lock+Unlock ops/s ÷ raw floor", v, ok, true, 0.95)
+	v, ok = opsRatio("LockUnlock", 1, "redislock")
+	add("single node, 1 goroutine, Lock+Unlock ops/s ÷ redislock", v, ok, true, 1.0)
+	v, ok = opsRatio("LockUnlock", 1, "redsync")
+	add("single node, 1 goroutine, Lock+Unlock ops/s ÷ redsync", v, ok, true, 1.25)
+	v, ok = opsRatio("LockUnlock", 5, "raw")
+	add("5 nodes, 1 goroutine, Lock+Unlock ops/s ÷ raw floor", v, ok, true, 0.95)
+	v, ok = opsRatio("LockUnlock", 5, "redsync")
+	add("5 nodes, 1 goroutine, Lock+Unlock ops/s ÷ redsync", v, ok, true, 1.2)
+	v, ok = opsRatio("LockUnlockParallel", 5, "redsync")
+	add("5 nodes, 32 goroutines, ops/s ÷ redsync", v, ok, true, 2)
+	a, aok := r.med("Handoff", 5, "redsync", "p99-wait-ms")
+	b, bok := r.med("Handoff", 5, "redlock", "p99-wait-ms")
+	v, ok = q(a, aok, b, bok)
+	add("hand-off, 5 nodes: redsync (defaults) wait p99 ÷ redlock wait p99", v, ok, true, 10)
+	a, aok = r.med("Handoff", 5, "redlock", "acq/s")
+	b, bok = r.med("Handoff", 5, "redsync", "acq/s")
+	v, ok = q(a, aok, b, bok)
+	add("hand-off, 5 nodes: acquisitions/s ÷ redsync (defaults)", v, ok, true, 1.5)
+	v, ok = r.med("Handoff", 5, "redlock", "fairness")
+	add("hand-off, 5 nodes: fewest ÷ most acquisitions per worker", v, ok, true, 0.7)
+	a, aok = r.med("LockUnlock", 5, "redlock", "allocs/op")
+	b, bok = r.med("LockUnlock", 5, "redsync", "allocs/op")
+	v, ok = q(a, aok, b, bok)
+	add("5 nodes, allocs per Lock+Unlock ÷ redsync's", v, ok, false, 0.5)
+	return ts
+}
+
+func targetTable(w io.Writer, r results) {
+	fmt.Fprint(w, "\n### Targets\n\n")
+	fmt.Fprintln(w, "| target | bound | measured | verdict |")
+	fmt.Fprintln(w, "|---|---:|---:|---|")
+	for _, t := range targets(r) {
+		bound := fmt.Sprintf("≥ %.2f", t.bound)
+		if !t.atLeast {
+			bound = fmt.Sprintf("≤ %.2f", t.bound)
+		}
+		verdict, val := "NOT MEASURED", "–"
+		if t.ok {
+			val = fmt.Sprintf("%.2f", t.value)
+			verdict = "MISSED"
+			if (t.atLeast && t.value >= t.bound) || (!t.atLeast && t.value <= t.bound) {
+				verdict = "MET"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.what, bound, val, verdict)
+	}
+}
+
+func main() {
+	in := io.Reader(os.Stdin)
+	if len(os.Args) > 1 {
+		f, err := os.Open(os.Args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tables:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		in = f
+	}
+	r, err := parse(in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tables:", err)
+		os.Exit(1)
+	}
+	if len(r) == 0 {
+		fmt.Fprintln(os.Stderr, "tables: no Benchmark<Scenario>/N=<n>/impl=<impl> lines in the input")
+		os.Exit(1)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	targetTable(w, r)
+	for _, s := range []string{"LockUnlock", "LockUnlockParallel", "TryLockHeld", "Extend"} {
+		throughputTable(w, r, s)
+	}
+	handoffTable(w, r)
+}
