@@ -67,6 +67,7 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 		if !ok {
 			return nil, attempts, exhausted(attempts, err)
 		}
+		timer := cfg.clock.After(delay) // subscribing below must not lengthen the delay
 		if !subscribed && !cfg.noHandoff && delay > 0 {
 			subscribed = true
 			var stop func()
@@ -84,7 +85,6 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 				}
 			}
 		}
-		timer := cfg.clock.After(delay)
 	waiting:
 		for {
 			select {

@@ -188,18 +188,23 @@ func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
 // fails on quorum and fn's context is cancelled with ErrLockLost.
 func TestDoLostLockCancelsFn(t *testing.T) {
 	ms, bs := minis(t, 3)
+	cb, cs := counting(bs)
 	var events []Event
 	var mu sync.Mutex
 	obs := ObserverFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
-	r, err := New(bs, WithTTL(time.Second), WithRenewEvery(20*time.Millisecond), WithObserver(obs))
+	r, err := New(cb, WithTTL(time.Second), WithRenewEvery(20*time.Millisecond), WithObserver(obs))
 	require.NoError(t, err)
 	var cause error
 	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+		before := cs[0].extends.Load()
 		ms[0].Del("k")
 		ms[1].Del("k")
 		select {
 		case <-ctx.Done():
 			cause = context.Cause(ctx)
+			// Within one heartbeat: the round in flight when the keys
+			// vanished (which may still have succeeded) and the next.
+			assert.LessOrEqual(t, cs[0].extends.Load()-before, int64(2), "extension rounds before fn was cancelled")
 			return ctx.Err()
 		case <-time.After(watchdog):
 			return errors.New("fn was not cancelled")

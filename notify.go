@@ -175,6 +175,13 @@ type channelWaiters struct {
 // waiter is one Notify registration.
 type waiter struct{ released func() }
 
+// receivePause and maxReceivePause bound the pauses between reconnection
+// attempts of a subscription whose node went away.
+const (
+	receivePause    = 50 * time.Millisecond
+	maxReceivePause = time.Second
+)
+
 // subscribeTimeout bounds SUBSCRIBE and UNSUBSCRIBE writes issued without
 // a caller's context.
 const subscribeTimeout = time.Second
@@ -244,16 +251,23 @@ func (h *hub) leave(s *subscription, name string, me *waiter) {
 // subscription closes. mu is the hub's mutex, which guards s.channels.
 func (s *subscription) receive(mu *sync.Mutex) {
 	defer close(s.done)
+	pause := receivePause
 	for {
 		msg, err := s.ps.Receive(context.Background())
 		if err != nil {
+			// go-redis reconnects and resubscribes on the next Receive;
+			// meanwhile waiters fall back to their backoff delays.
+			t := time.NewTimer(pause)
 			select {
 			case <-s.closing:
+				t.Stop()
 				return
-			case <-time.After(50 * time.Millisecond): // go-redis reconnects and resubscribes on the next Receive
+			case <-t.C:
 			}
+			pause = min(2*pause, maxReceivePause)
 			continue
 		}
+		pause = receivePause
 		mu.Lock()
 		switch m := msg.(type) {
 		case *redis.Subscription:

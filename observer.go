@@ -52,7 +52,9 @@ const (
 	EventRelease
 	// EventNodeError: one node failed a call (a transport error or
 	// timeout, not a refusal). Node names it, Op is "acquire", "extend",
-	// "release" or "fence", Duration is how long the call took.
+	// "release", "fence" (the fencing raise round) or "watch"
+	// (subscribing to release notifications), Duration is how long the
+	// call took.
 	EventNodeError
 )
 
