@@ -41,9 +41,10 @@ func faultContainers(t *testing.T) (*faultCluster, *dockercluster.Cluster) {
 		// A round trip goes through docker-proxy; a paused container costs
 		// this much per call.
 		nodeTimeout: 300 * time.Millisecond,
-		// Killing and restarting three containers takes seconds; the
-		// immediate-restart case must fit inside one TTL.
-		restartTTL: 8 * time.Second,
+		// Killing and restarting three containers, and go-redis noticing
+		// (its redial probe runs once a second), took 4.5 s here; the
+		// immediate-restart case must fit inside one TTL with room to spare.
+		restartTTL: 12 * time.Second,
 		kill:       func(t *testing.T, i int) { c.Nodes[i].Kill(t) },
 		start:      func(t *testing.T, i int) { c.Nodes[i].Start(t); samePort(t, i) },
 		pause:      func(t *testing.T, i int) { c.Nodes[i].Pause(t) },

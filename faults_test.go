@@ -443,6 +443,7 @@ func faultRestartWithoutPersistence(t *testing.T, fc *faultCluster, delayed bool
 		t.Fatal("watchdog: B never got the lock after the restart")
 	}
 	require.NotNil(t, b, "B got the lock once the masters were back")
+	t.Logf("crash to B's lock: %v; A's validity ran %v past the crash", time.Since(crash).Round(time.Millisecond), a.Until().Sub(crash).Round(time.Millisecond))
 	// A works until its validity ends, then leaves.
 	time.Sleep(time.Until(a.Until()))
 	aIn.Exit()
