@@ -114,9 +114,14 @@ func TestObserverFailedAcquisitionAndLoss(t *testing.T) {
 		ms[0].Del("k")
 		<-ctx.Done()
 		return nil
-	}, WithTTL(time.Second), WithRenewEvery(5*time.Millisecond), WithFencing())
+	}, WithTTL(2*time.Second), WithRenewEvery(5*time.Millisecond), WithFencing())
 	require.ErrorIs(t, err, ErrLockLost)
-	es = rec.take()
+	es = nil
+	for _, e := range rec.take() { // on a slow machine a heartbeat may beat the Del
+		if e.Kind != EventExtend || e.Err != nil {
+			es = append(es, e)
+		}
+	}
 	require.Equal(t, []EventKind{EventAcquire, EventExtend, EventLost, EventRelease}, kinds(es))
 	assert.Equal(t, int64(1), es[0].Fence)
 	assert.ErrorIs(t, es[1].Err, ErrNotHeld)
