@@ -9,7 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Fencing tokens.
+// WithFencing makes every acquisition issue a fencing token,
+// (*Lock).Fence, strictly greater than every earlier holder's of the same
+// key. Every node must implement Fencer (the go-redis adapter does), or
+// New, NewSingle and Lock return ErrInvalid. The rest of this comment is
+// the scheme and the argument that it is correct.
 //
 // A lock cannot stop a holder that pauses (GC, swap, a stopped VM) past
 // its validity and then writes: by then another client may hold the lock.
@@ -55,15 +59,20 @@ import (
 //     has its counter at least F, within the validity; otherwise the
 //     acquisition is rolled back like any failed one.
 //
-// Claim: if holder B acquires K after holder A's lock has ended, then
-// F_B > F_A. Proof: R_A and Q_B are both majorities of the same N nodes,
-// so they share a node n. On n, A's counter reached F_A (by A's INCR or
-// A's raise) while A's key was on n: both scripts check it. B's SET NX on
-// n succeeded, so it ran when no key was on n, which is after A's key left
-// n (B's own earlier key cannot have been there in between and be counted,
-// since B's round is shorter than the TTL and a rolled-back key is not in
-// Q_B). Counters never decrease, so B's INCR on n returned at least
-// F_A + 1, and F_B, the maximum over Q_B, is at least that. ∎
+// Claim: if holder B is granted K after holder A's lock has ended
+// (released, or its validity over), then F_B > F_A. Proof: R_A and Q_B
+// are both majorities of the same N nodes, so they share a node n. On n,
+// A's counter reached F_A (by A's INCR or A's raise) while A's key was on
+// n, since both scripts require it. Let t be when B's SET NX on n
+// succeeded, in the attempt that was granted. Suppose t came before A's
+// key was set on n: then B's key left n before that, while B's round was
+// still running (it ends with B's grant, after A's lock ended). It cannot
+// have expired, because a granted round is shorter than the TTL (bounded
+// drift), and B deletes its keys only after a round has ended. So t came
+// after A's key left n, hence after A's counter on n reached F_A. Counters
+// never decrease, so B's INCR on n returned at least F_A + 1, and F_B, the
+// maximum over Q_B, is at least that. Successive holders therefore get
+// strictly increasing tokens. ∎
 //
 // # What it rests on
 //
@@ -76,14 +85,6 @@ import (
 // holder (a process pause, a lock that expired early because a node's
 // clock jumped); it does not help a resource that does not check the
 // token, and it orders holders only of the same key.
-
-// WithFencing makes every acquisition issue a fencing token,
-// (*Lock).Fence, strictly greater than every earlier holder's of the same
-// key. It costs a counter key per lock key on each node (never expiring)
-// and, for a Redlock whose nodes' counters disagree, a second round to
-// the nodes of the quorum; see the top of fence.go for the scheme and what
-// it rests on. Every node must implement Fencer (the go-redis adapter
-// does), or New, NewSingle and Lock return ErrInvalid.
 func WithFencing() Option { return func(c *config) { c.fencing = true } }
 
 // fenceSuffix names a lock key's counter: key + fenceSuffix.

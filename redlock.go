@@ -7,6 +7,17 @@
 // random token per acquisition; it is released by a Lua compare-and-delete
 // (release.lua) so a holder can never delete someone else's lock.
 //
+// # Holding a lock
+//
+// [Locker.Do] runs a function under a lock, renewing it while the function
+// runs and cancelling the function's context with a cause matching
+// [ErrLockLost] if the lock is lost; a lock taken by hand can renew itself
+// too ([WithAutoRenew], [Lock.Lost]). [WithFencing] hands every holder a
+// strictly increasing fencing token ([Lock.Fence]) for the protected
+// resource to check. Waiters under the Retry strategy are woken by the
+// release instead of sleeping out their delay (hand-off, [WithHandoff]).
+// An [Observer] sees every operation; nothing is logged by default.
+//
 // # Safety assumptions
 //
 // A Redlock is safe while (1) the nodes' clocks run at the same rate as the
