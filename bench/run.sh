@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Reproduces the tables of BENCHMARKS.md: runs every scenario of the bench
-# module COUNT times (the contenders interleaved inside each run, on the same
-# redis-server processes), then summarises with benchstat, one column per
-# contender, medians with their confidence intervals.
+# module COUNT times, then summarises with benchstat (one column per
+# contender, medians with confidence intervals) and bench/tables (medians,
+# ratios, targets). Each round is one go test -count 1 that runs every
+# contender one after the other on the same redis-server processes, so the
+# contenders are interleaved round by round (go test -count k would run each
+# sub-benchmark k times in a row, and a burst of noise from other work on the
+# machine would land on one contender only).
 #
 #   bench/run.sh                   # COUNT=6, BENCHTIME=1s, HANDOFF=300x
 #   COUNT=3 BENCHTIME=2000x bench/run.sh
@@ -30,7 +34,12 @@ benchstat=$(command -v benchstat || echo "$(go env GOPATH)/bin/benchstat")
 	echo "run:    COUNT=$COUNT BENCHTIME=$BENCHTIME HANDOFF=$HANDOFF"
 } | tee results/machine.txt
 
-go test -run '^$' -bench 'LockUnlock|TryLockHeld|Extend' -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m . | tee results/raw.txt
-go test -run '^$' -bench 'Handoff' -benchtime "$HANDOFF" -count "$COUNT" -timeout 60m . | tee -a results/raw.txt
+: >results/raw.txt
+for round in $(seq "$COUNT"); do
+	echo "round $round of $COUNT" >&2
+	go test -run '^$' -bench 'LockUnlock|TryLockHeld|Extend' -benchtime "$BENCHTIME" -count 1 -timeout 30m . | tee -a results/raw.txt
+	go test -run '^$' -bench 'Handoff' -benchtime "$HANDOFF" -count 1 -timeout 30m . | tee -a results/raw.txt
+done
 
-"$benchstat" -col /impl results/raw.txt | tee results/summary.txt
+"$benchstat" -col /impl results/raw.txt >results/summary.txt
+go run ./tables results/raw.txt | tee results/tables.md
