@@ -159,6 +159,33 @@ func TestRunLockLostStopsTheCommand(t *testing.T) {
 	}
 }
 
+// TestRunInterruptedStopsTheCommand cancels run's context, as SIGINT or
+// SIGTERM to redlock run does: the command gets SIGTERM, its status is
+// reported, and the lock is released.
+func TestRunInterruptedStopsTheCommand(t *testing.T) {
+	addr, c := oneMaster(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		var out bytes.Buffer
+		done <- runWith(ctx, []string{"--addrs", addr, "--key", "job", "--", "sh", "-c", `touch "$0/started"; exec sleep 60`, dir},
+			strings.NewReader(""), &out, &out, func(string) (string, bool) { return "", false })
+	}()
+	waitFile(t, filepath.Join(dir, "started"))
+	cancel()
+	select {
+	case st := <-done:
+		assert.Equal(t, 128+15, st, "the command's own status: ended by SIGTERM")
+	case <-time.After(30 * time.Second): // a watchdog against a hang, not a timing claim
+		t.Fatal("the command was not stopped after run was interrupted")
+	}
+	n, err := c.Exists(t.Context(), "job").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the lock is released after an interruption")
+}
+
 func waitFile(t *testing.T, path string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
