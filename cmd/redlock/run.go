@@ -44,7 +44,9 @@ Runs command only while holding the distributed lock K: a flock for cron
 jobs that run on many hosts. The lock is renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
---grace. SIGINT or SIGTERM to redlock run is passed on the same way.
+--grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
+Linux the command is killed if redlock run itself dies (even by SIGKILL),
+since nothing would renew the lock any more.
 
 Masters: --addrs (host:port or redis:// URLs), else LOCK_DISTRIBUTED_NODES
 (comma-separated redis:// URLs). One master gives a single-instance lock,
@@ -124,6 +126,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 		ownGroup(cmd)
+		dieWithUs(cmd)
 		if err := cmd.Start(); err != nil {
 			return err
 		}

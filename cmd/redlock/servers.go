@@ -72,6 +72,7 @@ func (s *localServers) startOne(ctx context.Context, bin string) error {
 			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", dir, "--logfile", "")
 		cmd.Dir = dir
 		ownGroup(cmd)
+		dieWithUs(cmd)
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("starting redis-server: %w", err)
 		}
