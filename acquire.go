@@ -75,13 +75,17 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 				defer stop()
 				woken = wake.ch
 				// Subscribed: a release before this point is seen by this
-				// extra attempt, every later one by a notification.
-				wake.reset()
-				if lock, err = try(); err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					return nil, attempts, cancelled(ctx, err)
+				// extra attempt, every later one by a notification. A
+				// waiter behind others of this process needs no extra
+				// attempt: such a release woke the first in line.
+				if wake.first() {
+					wake.reset()
+					if lock, err = try(); err == nil {
+						break
+					}
+					if ctx.Err() != nil {
+						return nil, attempts, cancelled(ctx, err)
+					}
 				}
 			}
 		}

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,47 +60,58 @@ type Notifier interface {
 // Redlock release reaches every node, and waking on the first node's
 // message would send the waiter at nodes that have not released yet; a
 // quorum of messages means the key is free on enough nodes to be taken.
+//
+// Within one process, only the first waiter in line for the key is woken
+// (see queue); the others keep counting and drop what they counted.
 type wakeup struct {
 	ch   chan struct{}
+	line *queue
+
 	mu   sync.Mutex
 	seen []bool
 	n    int
 	need int
 }
 
-func newWakeup(nodes, need int) *wakeup {
-	return &wakeup{ch: make(chan struct{}, 1), seen: make([]bool, nodes), need: need}
-}
-
 // released records that node i announced a release.
 func (w *wakeup) released(i int) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.seen[i] {
+		w.mu.Unlock()
 		return
 	}
 	w.seen[i] = true
-	if w.n++; w.n == w.need {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
+	w.n++
+	w.fireLocked()
 }
 
 // lower makes do with at most n nodes' announcements, when only n nodes
 // could be subscribed.
 func (w *wakeup) lower(n int) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if n < w.need {
-		w.need = n
-		if w.n >= n {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
+	w.need = min(w.need, n)
+	w.fireLocked()
+}
+
+// fireLocked, called with w.mu held, which it releases: when a quorum of
+// announcements is in, it forgets them and wakes the waiter if it is first
+// in line.
+func (w *wakeup) fireLocked() {
+	fire := w.n >= w.need
+	if fire {
+		clear(w.seen)
+		w.n = 0
+	}
+	w.mu.Unlock()
+	if fire && w.first() {
+		w.wake()
+	}
+}
+
+func (w *wakeup) wake() {
+	select {
+	case w.ch <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
@@ -115,12 +128,83 @@ func (w *wakeup) reset() {
 	}
 }
 
+// A queue is the line of this process's waiters for one key on one set of
+// nodes, in order of arrival. A release wakes only the first of them: the
+// others would only lose the race to it (or to each other), each failed
+// attempt costing a round to every node and a rollback that wakes everyone
+// again. Waking one per process keeps the herd as small as the number of
+// processes waiting, and makes waiters of one process take turns in
+// arrival order. The others still attempt when their backoff delays run
+// out, so a slow first waiter delays them by at most their delay.
+type queue struct {
+	id      string
+	waiters []*wakeup
+}
+
+// queues holds the lines that have waiters; a line is dropped with its
+// last waiter.
+var queues = struct {
+	sync.Mutex
+	m map[string]*queue
+}{m: map[string]*queue{}}
+
+// join puts w at the end of the line for id.
+func join(id string, w *wakeup) {
+	queues.Lock()
+	defer queues.Unlock()
+	q := queues.m[id]
+	if q == nil {
+		q = &queue{id: id}
+		queues.m[id] = q
+	}
+	q.waiters = append(q.waiters, w)
+	w.line = q
+}
+
+// first reports whether w is first in its line; a waiter that has not
+// joined one (it is still subscribing) is not.
+func (w *wakeup) first() bool {
+	queues.Lock()
+	defer queues.Unlock()
+	return w.line != nil && w.line.waiters[0] == w
+}
+
+// leave takes w out of its line. A first waiter that leaves with an unused
+// wake-up passes it on, so a release is not lost with it.
+func (w *wakeup) leave() {
+	queues.Lock()
+	q := w.line
+	if q == nil {
+		queues.Unlock()
+		return
+	}
+	w.line = nil
+	i := slices.Index(q.waiters, w)
+	q.waiters = slices.Delete(q.waiters, i, i+1)
+	var next *wakeup
+	if len(q.waiters) == 0 {
+		delete(queues.m, q.id)
+	} else if i == 0 {
+		next = q.waiters[0]
+	}
+	queues.Unlock()
+	if next != nil && len(w.ch) > 0 {
+		next.wake()
+	}
+}
+
 // watchReleases subscribes to releases of key on every node that supports
-// it, each bounded by the per-node timeout. It returns nil when no node
-// could be subscribed; otherwise the caller must call the stop function.
+// it, each bounded by the per-node timeout, then puts the waiter in line.
+// It returns nil when no node could be subscribed; otherwise the caller
+// must call the stop function.
 func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string) (*wakeup, func()) {
+	id := make([]string, 0, len(nodes)+1)
+	id = append(id, key)
+	for _, b := range nodes {
+		id = append(id, b.Name())
+	}
+	w := &wakeup{ch: make(chan struct{}, 1), seen: make([]bool, len(nodes)), need: quorum(len(nodes))}
 	stops := make([]func(), len(nodes))
-	w := newWakeup(len(nodes), quorum(len(nodes)))
 	r := fanOut(ctx, nodes, cfg, "watch", key, errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)
 		if !ok {
@@ -136,11 +220,15 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 				s()
 			}
 		}
+		w.leave()
 	}
 	if r.granted == 0 {
 		stop()
 		return nil, nil
 	}
+	// In line only once subscribed, so the first in line is always one
+	// that notifications reach.
+	join(strings.Join(id, "\x00"), w)
 	w.lower(r.granted)
 	return w, stop
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,13 +187,65 @@ func TestHandoffSharesOneConnection(t *testing.T) {
 			}
 		})
 	}
-	waitFailures(2 * waiters)
+	waitFailures(waiters)
+	waitUntil(t, func() bool { return inLine("k") == waiters }) // all subscribed
 	assert.Equal(t, 1, ms[0].PubSubNumSub(ReleaseChannel("k"))[ReleaseChannel("k")],
 		"six waiters, one subscribed connection")
 	require.NoError(t, holder.Unlock(t.Context()))
-	wg.Wait() // each release wakes the rest: the six take turns
+	wg.Wait() // each release wakes the next in line: the six take turns
 	assert.Equal(t, int64(waiters), acquired.Load())
 	waitUntil(t, func() bool { return len(ms[0].PubSubChannels("*")) == 0 })
+	assert.Zero(t, inLine("k"), "the line is gone with its waiters")
+}
+
+// inLine counts this process's waiters in line for key, on any nodes.
+func inLine(key string) int {
+	queues.Lock()
+	defer queues.Unlock()
+	n := 0
+	for id, q := range queues.m {
+		if strings.HasPrefix(id, key+"\x00") {
+			n += len(q.waiters)
+		}
+	}
+	return n
+}
+
+// TestHandoffWakesWaitersInOrder: waiters of one process are woken first
+// come, first served: one release, one woken waiter.
+func TestHandoffWakesWaitersInOrder(t *testing.T) {
+	_, bs := minis(t, 3)
+	r, err := New(bs, WithTTL(time.Minute))
+	require.NoError(t, err)
+	holder, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	const waiters = 4
+	order := make(chan int, waiters)
+	locks := make(chan *Lock, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() {
+			l, err := r.Lock(ctx, "k", WithStrategy(Retry(10, time.Hour)))
+			if err == nil {
+				order <- i
+				locks <- l
+			}
+		})
+		waitUntil(t, func() bool { return inLine("k") == i+1 }) // waiter i is in line before i+1 comes
+	}
+	defer wg.Wait()
+	require.NoError(t, holder.Unlock(t.Context()))
+	for want := range waiters {
+		select {
+		case got := <-order:
+			assert.Equal(t, want, got, "woken in arrival order")
+		case <-ctx.Done():
+			t.Fatal("a waiter was not woken")
+		}
+		require.NoError(t, (<-locks).Unlock(t.Context()))
+	}
 }
 
 // TestNotifyStopsCleanly exercises the hub directly: subscriptions on
