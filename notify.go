@@ -29,11 +29,14 @@ import (
 // A key that expires instead of being released publishes nothing: its
 // waiters wake at their next delay, as without hand-off.
 //
-// Notifications wake every waiter of the key (a herd), and the one whose
-// SET lands first wins; the benchmark in handoff_bench_test.go measures
-// what that does to wait times and fairness. Reject does not wait and
-// never subscribes, nor do uncontended acquisitions: the cost is paid
-// only by waiters.
+// A waiter is woken once a quorum of nodes announced a release (see
+// wakeup), and within a process only the first in line for the key (see
+// queue): waking them all would make all but one fail an attempt and roll
+// back, and the rollbacks would wake everyone again. Across processes one
+// waiter per process competes, and the one whose SETs land first wins;
+// BenchmarkHandoff in handoff_bench_test.go measures wait times and
+// fairness. Reject does not wait and never subscribes, nor do uncontended
+// acquisitions: the cost is paid only by waiters.
 
 // ReleaseChannel returns the pub/sub channel on which release.lua
 // announces that key was released, for operators and other clients that
