@@ -115,12 +115,13 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 }
 
 // handoffSpread bounds the random pause a woken Redlock waiter takes
-// before its attempt. Every waiter of the key wakes on the same release;
-// attempting all at once splits the nodes' votes so that often nobody
-// reaches a quorum, everyone rolls back, and the rollbacks wake everyone
-// again. Spreading the attempts over about a round trip lets one waiter
-// take every node first; BenchmarkHandoff measured about a quarter off the
-// hand-off time with five nodes. A single node has no votes to split.
+// before its attempt. Waiters of several processes (one each, see queue)
+// wake on the same release; attempting all at once splits the nodes'
+// votes so that often nobody reaches a quorum, everyone rolls back, and
+// the rollbacks wake everyone again. Spreading the attempts over about a
+// round trip lets one waiter take every node first; with a herd of seven,
+// BenchmarkHandoff measured about a quarter off the hand-off time with
+// five nodes. A single node has no votes to split.
 const handoffSpread = time.Millisecond
 
 // spread pauses a woken waiter for a random part of handoffSpread when
