@@ -385,3 +385,26 @@ func TestRealServersDoLosesLockWhenAMajorityDies(t *testing.T) {
 	assert.ErrorIs(t, cause, ErrUnavailable, "the cause says the nodes did not answer")
 	assert.ErrorIs(t, err, ErrLockLost)
 }
+
+// TestLostFollowsExtend: without a heartbeat, Lost's timer follows the
+// validity that Extend moves.
+func TestLostFollowsExtend(t *testing.T) {
+	_, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithTTL(200*time.Millisecond))
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	lost := l.Lost()
+	require.NoError(t, l.Extend(t.Context(), 5*time.Second))
+	select {
+	case <-lost:
+		t.Fatal("Lost closed at the old validity")
+	case <-time.After(600 * time.Millisecond): // three old TTLs; the new validity is ~5 s
+	}
+	require.NoError(t, l.Unlock(t.Context()))
+	select {
+	case <-lost:
+	default:
+		t.Fatal("Unlock did not close Lost")
+	}
+}
