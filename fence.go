@@ -76,15 +76,23 @@ import (
 //
 // # What it rests on
 //
-// Like the lock itself, the argument needs a majority of masters to keep
-// their data. A master restarted without persistence comes back with its
-// counters at zero (and its locks gone); if that happens to enough nodes,
-// tokens can repeat or go backwards. Run the masters with AOF and
-// appendfsync always, or keep a restarted master out for longer than any
-// holder can stay paused. Fencing protects the resource against a stale
-// holder (a process pause, a lock that expired early because a node's
-// clock jumped); it does not help a resource that does not check the
-// token, and it orders holders only of the same key.
+// The argument needs the counters to survive on the nodes it relies on:
+// the node n above must still have its counter when B increments it. A
+// master restarted without persistence comes back with its counters at
+// zero (and its locks gone). When every node granted A (the usual case),
+// R_A is all N nodes and Q_B shares a majority with it, so a minority of
+// restarted nodes does no harm; in the worst case (R_A and Q_B sharing a
+// single node) one restarted node is enough for B's token to come out
+// lower than A's. The delayed restart that keeps the lock itself safe (stay
+// down for a TTL) does not bring counters back: for fencing, run the
+// masters with AOF and appendfsync always.
+//
+// Fencing protects the resource against a stale holder (a process pause,
+// a lock that expired early because a node's clock jumped): once the next
+// holder has written, the stale holder's lower token is refused. It does
+// not help a resource that does not check the token, it cannot order a
+// stale write that reaches the resource before the next holder's first
+// write, and it orders holders only of the same key.
 func WithFencing() Option { return func(c *config) { c.fencing = true } }
 
 // fenceSuffix names a lock key's counter: key + fenceSuffix.
