@@ -311,3 +311,28 @@ func TestRealServersFencingStrictlyIncreasing(t *testing.T) {
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 }
+
+// TestFencingNeedsCountersToSurvive shows the assumption the tokens rest
+// on: a master that restarts without persistence, when it is the only node
+// shared by two holders' quorums, lets the later holder get a lower token.
+func TestFencingNeedsCountersToSurvive(t *testing.T) {
+	ms, bs := minis(t, 5)
+	fb, fs := flakies(bs)
+	r, err := New(fb, WithFencing(), WithStrategy(Reject()))
+	require.NoError(t, err)
+	var last int64
+	setFaults(fs, healthy, healthy, healthy, down, down)
+	for range 5 { // holders on {0,1,2}: their counters reach 5
+		l, err := r.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		last = l.Fence()
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	require.Equal(t, int64(5), last)
+
+	ms[2].FlushAll() // node 2 restarts empty
+	setFaults(fs, down, down)
+	l, err := r.Lock(t.Context(), "k") // quorum {2,3,4}: counters 0, 0, 0
+	require.NoError(t, err)
+	assert.Less(t, l.Fence(), last, "with the assumption broken the token goes backwards")
+}
