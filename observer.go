@@ -58,6 +58,8 @@ const (
 	EventNodeError
 )
 
+// String returns the kind's name as slog records show it: "acquire",
+// "contention", "extend", "lost", "release" or "node error".
 func (k EventKind) String() string {
 	switch k {
 	case EventAcquire:
