@@ -408,3 +408,35 @@ func TestLostFollowsExtend(t *testing.T) {
 		t.Fatal("Unlock did not close Lost")
 	}
 }
+
+// TestRealServersDoLosesLockWhenAMajorityStalls: three of five masters
+// are paused (SIGSTOP), so extensions hang until the node timeout; fn is
+// cancelled with ErrLockLost all the same.
+func TestRealServersDoLosesLockWhenAMajorityStalls(t *testing.T) {
+	c, bs := realNodes(t, 5)
+	r, err := New(bs, WithTTL(2*time.Second), WithNodeTimeout(200*time.Millisecond),
+		WithRenewEvery(50*time.Millisecond))
+	require.NoError(t, err)
+	defer func() {
+		for _, s := range c.Servers[:3] {
+			s.Resume()
+		}
+	}()
+	var cause error
+	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+		for _, s := range c.Servers[:3] {
+			s.Pause()
+		}
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-time.After(watchdog):
+		}
+		return nil
+	})
+	require.ErrorIs(t, cause, ErrLockLost)
+	assert.ErrorIs(t, err, ErrLockLost)
+	var qe *QuorumError
+	require.ErrorAs(t, cause, &qe, "the cause carries what each node said")
+	assert.Len(t, qe.Failed, 3)
+}
