@@ -29,23 +29,37 @@ import (
 //
 // The strategy is Retry(8, 10ms): delays 10 ms to 1.28 s, 2.55 s in all.
 //
+// procs=1 runs the workers on one locker, as goroutines of one service
+// do: with hand-off, they stand in one line and a release wakes one of
+// them. procs=8 gives each worker its own connections and node names, so
+// each is alone in its line, as eight processes would be: a release
+// wakes all of them.
+//
 //	go test -run '^$' -bench BenchmarkHandoff -benchtime 400x
 func BenchmarkHandoff(b *testing.B) {
 	for _, n := range []int{1, 5} {
 		c := redisserver.Start(b, n)
-		bs := make([]Backend, n)
-		for i, addr := range c.Addrs() {
-			bs[i] = NewBackend(client(b, addr))
-		}
-		for _, on := range []bool{false, true} {
-			b.Run(fmt.Sprintf("N=%d/handoff=%v", n, on), func(b *testing.B) {
-				benchHandoff(b, bs, on)
-			})
+		for _, procs := range []int{1, 8} {
+			for _, on := range []bool{false, true} {
+				b.Run(fmt.Sprintf("N=%d/procs=%d/handoff=%v", n, procs, on), func(b *testing.B) {
+					benchHandoff(b, c.Addrs(), procs, on)
+				})
+			}
 		}
 	}
 }
 
-func benchHandoff(b *testing.B, bs []Backend, handoff bool) {
+// process is one worker's view of the nodes when workers stand for
+// separate processes: its own go-redis clients (so its own pub/sub
+// connections) and node names of its own (so its own waiting lines).
+type process struct {
+	*goRedis
+	name string
+}
+
+func (p process) Name() string { return p.name }
+
+func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 	const workers, hold = 8, time.Millisecond
 	var failed atomic.Int64
 	count := ObserverFunc(func(e Event) {
@@ -55,15 +69,22 @@ func benchHandoff(b *testing.B, bs []Backend, handoff bool) {
 	})
 	opts := []Option{WithTTL(5 * time.Second), WithStrategy(Retry(8, 10*time.Millisecond)), WithHandoff(handoff),
 		WithObserver(count)}
-	var lk Locker
-	var err error
-	if len(bs) == 1 {
-		lk, err = NewSingle(bs[0], opts...)
-	} else {
-		lk, err = New(bs, opts...)
-	}
-	if err != nil {
-		b.Fatal(err)
+	lockers := make([]Locker, procs)
+	for p := range lockers {
+		bs := make([]Backend, len(addrs))
+		for i, addr := range addrs {
+			g := NewBackend(client(b, addr)).(*goRedis)
+			bs[i] = process{g, fmt.Sprintf("%s#%d", addr, p)}
+		}
+		var err error
+		if len(bs) == 1 {
+			lockers[p], err = NewSingle(bs[0], opts...)
+		} else {
+			lockers[p], err = New(bs, opts...)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	ctx := b.Context()
 	var next, timeouts, lastAcq atomic.Int64
@@ -76,7 +97,7 @@ func benchHandoff(b *testing.B, bs []Backend, handoff bool) {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
 				start := time.Now()
-				l, err := lk.Lock(ctx, "bench:handoff")
+				l, err := lockers[w%procs].Lock(ctx, "bench:handoff")
 				if errors.Is(err, ErrTimeout) {
 					timeouts.Add(1)
 					continue
