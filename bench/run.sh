@@ -12,8 +12,9 @@
 #   COUNT=3 BENCHTIME=2000x bench/run.sh
 #
 # Raw output goes to bench/results/raw.txt, the summary to
-# bench/results/summary.txt, the machine's description to
-# bench/results/machine.txt. Needs redis-server on PATH and benchstat
+# bench/results/summary.txt, the tables to bench/results/tables.md (also
+# spliced into BENCHMARKS.md unless SPLICE=0), the machine's description
+# to bench/results/machine.txt. Needs redis-server on PATH and benchstat
 # (go install golang.org/x/perf/cmd/benchstat@latest).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -43,3 +44,14 @@ done
 
 "$benchstat" -col /impl results/raw.txt >results/summary.txt
 go run ./tables results/raw.txt | tee results/tables.md
+
+# Replace the generated block of BENCHMARKS.md with the new tables.
+if [ "${SPLICE:-1}" = 1 ]; then
+	doc=../BENCHMARKS.md
+	awk -v tables=results/tables.md '
+		/^<!-- begin: bench\/results\/tables.md/ { print; while ((getline l < tables) > 0) print l; skip = 1; next }
+		/^<!-- end: bench\/results\/tables.md/ { skip = 0 }
+		!skip { print }
+	' "$doc" >"$doc.new" && mv "$doc.new" "$doc"
+	echo "updated $doc; edit its prose (machine, targets' limits) by hand" >&2
+fi
