@@ -7,9 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,6 +56,21 @@ func TestBenchRunsAndDrawsChart(t *testing.T) {
 	assert.Greater(t, seen[blue], 200, "p50 series")
 	assert.Greater(t, seen[red], 200, "p99 series")
 	assert.Greater(t, seen[black], 1000, "axes and labels")
+}
+
+// TestBenchOnGivenServers runs against servers given with --addrs, with
+// several goroutines, and checks that it leaves no key behind on them.
+func TestBenchOnGivenServers(t *testing.T) {
+	c := redisserver.Start(t, 3)
+	require.Equal(t, 0, bench([]string{"--addrs", strings.Join(c.Addrs(), ","), "--nodes", "1,3",
+		"--concurrency", "4", "--duration", "50ms"}))
+	for _, a := range c.Addrs() {
+		cl := redis.NewClient(&redis.Options{Addr: a})
+		n, err := cl.DBSize(t.Context()).Result()
+		cl.Close()
+		require.NoError(t, err)
+		assert.Zero(t, n, "%s: every lock the benchmark took was released", a)
+	}
 }
 
 func TestGlyphsAreFiveBySeven(t *testing.T) {
