@@ -32,6 +32,9 @@ const (
 	exitLost = 79
 	// exitUsage: bad flags or options; nothing ran. EX_USAGE.
 	exitUsage = 64
+	// exitInterrupted: SIGINT or SIGTERM arrived while waiting for the
+	// lock; the command did not run. 128+SIGINT, as a shell reports.
+	exitInterrupted = 130
 	// exitNotFound and exitNotExecutable are the shell's statuses for a
 	// command that could not be started.
 	exitNotFound      = 127
@@ -58,6 +61,7 @@ Exit status: the command's own (128+signal when a signal ended it), or
    79  the lock was lost while the command ran; the command was stopped
   126  the command could not be executed; 127 it was not found
    64  bad usage
+  130  interrupted while waiting for the lock; the command did not run
     1  any other error before the command ran
 
 flags:
@@ -151,6 +155,9 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return exitNotExecutable
 	case errors.Is(err, redlock.ErrInvalid):
 		return usage("%v", err)
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "redlock run: interrupted before the command started: %v\n", err)
+		return exitInterrupted
 	case errors.Is(err, redlock.ErrNotAcquired):
 		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", *key, err)
 		return exitBusy

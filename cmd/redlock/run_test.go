@@ -195,3 +195,32 @@ func waitFile(t *testing.T, path string) {
 	}
 	t.Fatalf("%s did not appear", path)
 }
+
+// TestRunInterruptedWhileWaiting cancels run while it waits for a held
+// lock: the command never runs, and the status says interrupted, not busy.
+func TestRunInterruptedWhileWaiting(t *testing.T) {
+	addr, c := oneMaster(t)
+	s, err := redlock.NewSingle(redlock.NewBackend(c), redlock.WithTTL(30*time.Second), redlock.WithStrategy(redlock.Reject()))
+	require.NoError(t, err)
+	held, err := s.Lock(t.Context(), "job")
+	require.NoError(t, err)
+	defer held.Unlock(context.Background())
+
+	marker := filepath.Join(t.TempDir(), "ran")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		var out bytes.Buffer
+		done <- runWith(ctx, []string{"--addrs", addr, "--key", "job", "--wait", "1m", "--", "touch", marker},
+			strings.NewReader(""), &out, &out, func(string) (string, bool) { return "", false })
+	}()
+	time.Sleep(100 * time.Millisecond) // let it start waiting; either way it must not run
+	cancel()
+	select {
+	case st := <-done:
+		assert.Equal(t, exitInterrupted, st)
+	case <-time.After(30 * time.Second): // a watchdog against a hang, not a timing claim
+		t.Fatal("run did not return after being interrupted")
+	}
+	assert.NoFileExists(t, marker)
+}
