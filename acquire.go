@@ -44,10 +44,15 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 	token := uuid.NewString()
 	dirty := make([]bool, len(nodes))
 	attempts := 0
-	try := func() (*Lock, error) {
+	gate := -1 // the hand-off gate for woken attempts, once subscribed
+	try := func(woken bool) (*Lock, error) {
 		attempts++
 		start := cfg.clock.Now()
-		lock, err := attempt(ctx, nodes, cfg, key, token, dirty)
+		var g *int
+		if woken {
+			g = &gate
+		}
+		lock, err := attempt(ctx, nodes, cfg, key, token, dirty, g)
 		if err != nil {
 			cfg.observe(Event{Kind: EventContention, Key: key, Attempt: attempts, Duration: cfg.clock.Now().Sub(start), Err: err})
 		}
@@ -58,7 +63,7 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 		wake       *wakeup // release notifications, once subscribed
 		woken      <-chan struct{}
 	)
-	lock, err := try()
+	lock, err := try(false)
 	for retry := 0; err != nil; retry++ {
 		if ctx.Err() != nil {
 			return nil, attempts, cancelled(ctx, err)
@@ -74,13 +79,16 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 			if wake, stop = watchReleases(ctx, nodes, cfg, key); wake != nil {
 				defer stop()
 				woken = wake.ch
+				if len(nodes) > 1 {
+					gate = gateFor(key, nodes)
+				}
 				// Subscribed: a release before this point is seen by this
 				// extra attempt, every later one by a notification. A
 				// waiter behind others of this process needs no extra
 				// attempt: such a release woke the first in line.
 				if wake.first() {
 					wake.reset()
-					if lock, err = try(); err == nil {
+					if lock, err = try(false); err == nil {
 						break
 					}
 					if ctx.Err() != nil {
@@ -97,11 +105,11 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 			case <-timer:
 				break waiting
 			case <-woken:
-				if !spread(ctx, len(nodes)) {
+				if gate < 0 && !spread(ctx, len(nodes)) {
 					continue // ctx ended: the next select returns
 				}
 				wake.reset()
-				if lock, err = try(); err == nil {
+				if lock, err = try(true); err == nil {
 					return lock, attempts, nil
 				}
 			}
@@ -109,17 +117,18 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 		if wake != nil {
 			wake.reset()
 		}
-		lock, err = try()
+		lock, err = try(false)
 	}
 	return lock, attempts, nil
 }
 
 // handoffSpread bounds the random pause a woken Redlock waiter takes
-// before its attempt. Waiters of several processes (one each, see queue)
-// wake on the same release; attempting all at once splits the nodes'
-// votes so that often nobody reaches a quorum, everyone rolls back, and
-// the rollbacks wake everyone again. Spreading the attempts over about a
-// round trip lets one waiter take every node first; with a herd of seven,
+// before its attempt when the hand-off gate (gate.go) failed. Waiters of
+// several processes (one each, see queue) wake on the same release;
+// attempting all at once splits the nodes' votes so that often nobody
+// reaches a quorum, everyone rolls back, and the rollbacks wake everyone
+// again. Spreading the attempts over about a round trip lets one waiter
+// take every node first; with a herd of seven and no gate,
 // BenchmarkHandoff measured about a quarter off the hand-off time with
 // five nodes. A single node has no votes to split.
 const handoffSpread = time.Millisecond
@@ -147,20 +156,35 @@ func spread(ctx context.Context, nodes int) bool {
 // that answered no held someone else's key at that moment, so it cannot
 // hold ours and is left alone; dirty carries that knowledge across
 // attempts.
-func attempt(ctx context.Context, nodes []Backend, cfg *config, key, token string, dirty []bool) (*Lock, error) {
+//
+// gate, when not nil, points at the index of the hand-off gate (gate.go)
+// for a woken waiter, or at -1; attempt sets it to -1 when the gate fails.
+func attempt(ctx context.Context, nodes []Backend, cfg *config, key, token string, dirty []bool, gate *int) (*Lock, error) {
 	start := cfg.clock.Now()
 	var counters []int64 // with fencing, what each node's INCR returned
 	if cfg.fencing {
 		counters = make([]int64, len(nodes))
 	}
-	r := fanOut(ctx, nodes, cfg, "acquire", key, ErrNotAcquired, func(ctx context.Context, i int, b Backend) (bool, error) {
+	call := func(ctx context.Context, i int, b Backend) (bool, error) {
 		if counters == nil {
 			return b.Acquire(ctx, key, token, cfg.ttl)
 		}
 		ok, c, err := b.(Fencer).AcquireFenced(ctx, key, token, cfg.ttl)
 		counters[i] = c
 		return ok, err
-	})
+	}
+	var r round
+	if gate != nil && *gate >= 0 {
+		var held, failed bool
+		if r, held, failed = gatedRound(ctx, nodes, cfg, key, *gate, call); held {
+			return nil, errGateHeld(key, nodes[*gate])
+		}
+		if failed {
+			*gate = -1
+		}
+	} else {
+		r = fanOut(ctx, nodes, cfg, "acquire", key, ErrNotAcquired, call)
+	}
 	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
 	if r.granted >= quorum(len(nodes)) && left > 0 && ctx.Err() == nil {
 		var f int64

@@ -51,13 +51,14 @@ func BenchmarkHandoff(b *testing.B) {
 
 // process is one worker's view of the nodes when workers stand for
 // separate processes: its own go-redis clients (so its own pub/sub
-// connections) and node names of its own (so its own waiting lines).
+// connections) and a line tag of its own (so its own waiting lines); the
+// node names stay the same, as they would across processes.
 type process struct {
 	*goRedis
-	name string
+	tag string
 }
 
-func (p process) Name() string { return p.name }
+func (p process) lineTag() string { return p.tag }
 
 func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 	const workers, hold = 8, time.Millisecond
@@ -74,7 +75,7 @@ func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 		bs := make([]Backend, len(addrs))
 		for i, addr := range addrs {
 			g := NewBackend(client(b, addr)).(*goRedis)
-			bs[i] = process{g, fmt.Sprintf("%s#%d", addr, p)}
+			bs[i] = process{g, fmt.Sprint(p)}
 		}
 		var err error
 		if len(bs) == 1 {

@@ -144,6 +144,11 @@ type queue struct {
 	waiters []*wakeup
 }
 
+// lineTagger lets a benchmark stand one process's Backends in for another
+// process's: a tag joins the line's id, so workers of one test binary can
+// wait in separate lines as separate processes would.
+type lineTagger interface{ lineTag() string }
+
 // queues holds the lines that have waiters; a line is dropped with its
 // last waiter.
 var queues = struct {
@@ -205,6 +210,9 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 	id = append(id, key)
 	for _, b := range nodes {
 		id = append(id, b.Name())
+		if t, ok := b.(lineTagger); ok {
+			id = append(id, t.lineTag())
+		}
 	}
 	w := &wakeup{ch: make(chan struct{}, 1), seen: make([]bool, len(nodes)), need: quorum(len(nodes))}
 	stops := make([]func(), len(nodes))
