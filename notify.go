@@ -33,9 +33,9 @@ import (
 // wakeup), and within a process only the first in line for the key (see
 // queue): waking them all would make all but one fail an attempt and roll
 // back, and the rollbacks would wake everyone again. Across processes one
-// waiter per process competes, and the one whose SETs land first wins;
-// BenchmarkHandoff in handoff_bench_test.go measures wait times and
-// fairness. Reject does not wait and never subscribes, nor do uncontended
+// waiter per process competes, and with several nodes the key's gate
+// (gate.go) decides among them; BenchmarkHandoff in handoff_bench_test.go
+// measures wait times and fairness. Reject does not wait and never subscribes, nor do uncontended
 // acquisitions: the cost is paid only by waiters.
 
 // ReleaseChannel returns the pub/sub channel on which release.lua
