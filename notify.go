@@ -260,6 +260,8 @@ type hub struct {
 // subscription is one pub/sub connection and what it is subscribed to.
 type subscription struct {
 	ps       *redis.PubSub
+	ctx      context.Context // the receive loop's, cancelled with the last waiter
+	cancel   context.CancelFunc
 	closing  chan struct{} // closed when the last waiter left
 	done     chan struct{} // closed when the receive loop has returned
 	channels map[string]*channelWaiters
@@ -290,7 +292,8 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 	me := &waiter{released}
 	h.mu.Lock()
 	if h.sub == nil {
-		h.sub = &subscription{ps: c.Subscribe(context.WithoutCancel(ctx)), closing: make(chan struct{}),
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		h.sub = &subscription{ps: c.Subscribe(rctx), ctx: rctx, cancel: cancel, closing: make(chan struct{}),
 			done: make(chan struct{}), channels: map[string]*channelWaiters{}}
 		go h.sub.receive(&h.mu)
 	}
@@ -341,6 +344,7 @@ func (h *hub) leave(s *subscription, name string, me *waiter) {
 	h.mu.Unlock()
 	if last {
 		close(s.closing)
+		s.cancel() // abandons a dial in progress in the receive loop
 		_ = s.ps.Close()
 		<-s.done
 	}
@@ -352,7 +356,7 @@ func (s *subscription) receive(mu *sync.Mutex) {
 	defer close(s.done)
 	pause := receivePause
 	for {
-		msg, err := s.ps.Receive(context.Background())
+		msg, err := s.ps.Receive(s.ctx)
 		if err != nil {
 			// go-redis reconnects and resubscribes on the next Receive;
 			// meanwhile waiters fall back to their backoff delays.
