@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +119,51 @@ func TestGateDownFallsBackToAllNodes(t *testing.T) {
 	waitUntil(t, func() bool { return inLine("k") == 1 })
 	require.NoError(t, holder.Unlock(t.Context()))
 	require.NoError(t, <-done)
+}
+
+// TestRealServersHerdOfProcessesKeepsExclusion: workers standing for
+// separate processes (own connections, own lines) are all woken by each
+// release and race through the gate; mutual exclusion holds and every
+// worker gets its turns.
+func TestRealServersHerdOfProcessesKeepsExclusion(t *testing.T) {
+	c, _ := realNodes(t, 5)
+	const procs, rounds = 6, 15
+	var inside, overlaps, done atomic.Int64
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	errs := make(chan error, procs*rounds)
+	var wg sync.WaitGroup
+	for p := range procs {
+		nodes := make([]Backend, len(c.Addrs()))
+		for i, addr := range c.Addrs() {
+			nodes[i] = process{NewBackend(client(t, addr)).(*goRedis), fmt.Sprint(p)}
+		}
+		r, err := New(nodes, WithTTL(5*time.Second), WithStrategy(Retry(10, 50*time.Millisecond)))
+		require.NoError(t, err)
+		wg.Go(func() {
+			for range rounds {
+				l, err := r.Lock(ctx, "herd")
+				if err != nil {
+					errs <- err
+					continue
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				done.Add(1)
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, ErrTimeout, "the only acceptable failure is a wait that timed out")
+	}
+	assert.Zero(t, overlaps.Load())
+	assert.Greater(t, done.Load(), int64(procs*rounds*9/10))
 }
