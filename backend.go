@@ -50,11 +50,11 @@ type Fencer interface {
 var (
 	//go:embed release.lua
 	releaseSource string
-	releaseScript = redis.NewScript(releaseSource)
+	releaseScript = newScript(releaseSource)
 
 	//go:embed extend.lua
 	extendSource string
-	extendScript = redis.NewScript(extendSource)
+	extendScript = newScript(extendSource)
 )
 
 // NewBackend adapts a go-redis v9 client (a *redis.Client for one master;
@@ -67,17 +67,20 @@ var (
 // for the client's ReadTimeout, and New and NewSingle refuse the node.
 //
 // Scripts run with EVALSHA and fall back to EVAL the first time a node
-// does not know them (after a restart or SCRIPT FLUSH).
+// does not know them (after a restart or SCRIPT FLUSH). Commands that
+// concurrent callers send to one node go out together as one pipeline
+// (pipeline.go); a caller alone sends at once.
 func NewBackend(c redis.UniversalClient) Backend {
 	if c == nil {
 		return nil
 	}
-	return &goRedis{c: c, name: clientName(c)}
+	return &goRedis{c: c, name: clientName(c), q: coalescer{c: c}}
 }
 
 type goRedis struct {
 	c    redis.UniversalClient
 	name string
+	q    coalescer
 	hub  hub // release notifications (notify.go)
 }
 
@@ -112,16 +115,18 @@ func (g *goRedis) Acquire(ctx context.Context, key, token string, ttl time.Durat
 	// Always PX, even for whole seconds, so the TTL on the node is exactly
 	// the one the validity was computed from.
 	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
-	_ = g.c.Process(ctx, cmd)
-	return cmd.Result()
+	if err := g.q.process(ctx, cmd); err != nil {
+		return false, err // cmd may still be in flight: read nothing from it
+	}
+	return cmd.Val(), nil
 }
 
 func (g *goRedis) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := releaseScript.Run(ctx, g.c, []string{key}, token, ReleaseChannel(key)).Int()
+	n, err := g.run(ctx, releaseScript, 1, key, token, ReleaseChannel(key))
 	return n == 1, err
 }
 
 func (g *goRedis) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := extendScript.Run(ctx, g.c, []string{key}, token, ttl.Milliseconds()).Int()
+	n, err := g.run(ctx, extendScript, 1, key, token, ttl.Milliseconds())
 	return n == 1, err
 }

@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // WithFencing makes every acquisition issue a fencing token,
@@ -101,20 +99,20 @@ const fenceSuffix = ":fence"
 var (
 	//go:embed acquire_fenced.lua
 	acquireFencedSource string
-	acquireFencedScript = redis.NewScript(acquireFencedSource)
+	acquireFencedScript = newScript(acquireFencedSource)
 
 	//go:embed fence.lua
 	raiseFenceSource string
-	raiseFenceScript = redis.NewScript(raiseFenceSource)
+	raiseFenceScript = newScript(raiseFenceSource)
 )
 
 func (g *goRedis) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
-	n, err := acquireFencedScript.Run(ctx, g.c, []string{key, key + fenceSuffix}, token, ttl.Milliseconds()).Int64()
+	n, err := g.run(ctx, acquireFencedScript, 2, key, key+fenceSuffix, token, ttl.Milliseconds())
 	return n > 0, n, err
 }
 
 func (g *goRedis) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	n, err := raiseFenceScript.Run(ctx, g.c, []string{key, key + fenceSuffix}, token, fence).Int()
+	n, err := g.run(ctx, raiseFenceScript, 2, key, key+fenceSuffix, token, fence)
 	return n == 1, err
 }
 

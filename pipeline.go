@@ -36,7 +36,10 @@ type queuedCall struct {
 	batch []*queuedCall // set when this call is to send the batch
 }
 
-// process runs cmd on the node, batched with whatever else is waiting.
+// process runs cmd on the node, batched with whatever else is waiting, and
+// returns cmd's error. When the caller's context ended while cmd was in
+// flight it returns the context's error at once, and cmd is still being
+// written by the batch: the caller must not read it.
 func (q *coalescer) process(ctx context.Context, cmd redis.Cmder) error {
 	q.mu.Lock()
 	if !q.busy {

@@ -46,12 +46,13 @@ type round struct {
 // any other error is reported to the observer as an EventNodeError of op.
 func fanOut(ctx context.Context, nodes []Backend, cfg *config, op, key string, refused error, call nodeCall) round {
 	r := round{nodes: nodes, errs: make([]error, len(nodes))}
-	timeout := cfg.timeout()
+	// One deadline for the round bounds every node call, as they all start
+	// together; a context per node would cost five allocations each.
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout())
+	defer cancel()
 	one := func(i int) {
 		start := cfg.clock.Now()
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		ok, err := call(cctx, i, nodes[i])
-		cancel()
+		ok, err := call(ctx, i, nodes[i])
 		if err == nil && !ok {
 			err = refused
 		}

@@ -1,0 +1,42 @@
+package redlock
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// script is a Lua script embedded in the binary. A node runs it by its SHA1
+// (EVALSHA), so the source crosses the wire only the first time a node
+// does not know it: after its start, a restart or SCRIPT FLUSH, the
+// NOSCRIPT reply is answered with one EVAL, which also caches it there.
+type script struct {
+	src, sha string
+}
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// run executes s on the node with the given keys and arguments, laid out
+// as EVALSHA's arguments after the script: numkeys, keys..., args... It
+// returns the script's integer reply.
+func (g *goRedis) run(ctx context.Context, s script, numKeys int, keysAndArgs ...any) (int64, error) {
+	args := make([]any, 0, 3+len(keysAndArgs))
+	args = append(args, "evalsha", s.sha, numKeys)
+	args = append(args, keysAndArgs...)
+	cmd := redis.NewCmd(ctx, args...)
+	err := g.q.process(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, args...)
+		err = g.q.process(ctx, cmd)
+	}
+	if err != nil { // cmd may still be in flight: read nothing from it
+		return 0, err
+	}
+	return cmd.Int64()
+}
