@@ -122,7 +122,7 @@ func (g *goRedis) Acquire(ctx context.Context, key, token string, ttl time.Durat
 }
 
 func (g *goRedis) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := g.run(ctx, releaseScript, 1, key, token, ReleaseChannel(key))
+	n, err := g.run(ctx, releaseScript, 1, key, token)
 	return n == 1, err
 }
 

@@ -51,7 +51,10 @@ func fanOut(ctx context.Context, nodes []Backend, cfg *config, op, key string, r
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout())
 	defer cancel()
 	one := func(i int) {
-		start := cfg.clock.Now()
+		var start time.Time
+		if cfg.observer != nil {
+			start = cfg.clock.Now()
+		}
 		ok, err := call(ctx, i, nodes[i])
 		if err == nil && !ok {
 			err = refused
