@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -40,6 +41,14 @@ func acquire(ctx context.Context, nodes []Backend, base config, key string, opts
 // reports how many it made. Between retries it waits for the strategy's
 // delay or, with hand-off (notify.go), for a release, whichever is first;
 // attempts made on a release are extra and do not count as retries.
+//
+// With hand-off, the waiters of one process for a key stand in line
+// (notify.go) and take turns: a Lock call that finds a line joins it
+// without a first attempt, and a waiter behind others lets its delays
+// pass without attempting. Only the first in line attempts, on a release
+// or on its delay. The strategy's delays still bound the whole wait, so
+// a waiter far back in a long line may end with ErrTimeout having made
+// few attempts of its own.
 func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*Lock, int, error) {
 	token := uuid.NewString()
 	dirty := make([]bool, len(nodes))
@@ -63,14 +72,23 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 		wake       *wakeup // release notifications, once subscribed
 		woken      <-chan struct{}
 	)
-	lock, err := try(false)
+	var lock *Lock
+	var err error
+	if queueFirst(nodes, cfg, key) {
+		// Others of this process wait for the key: stand in line behind
+		// them. The first attempt comes on our turn, or after the first
+		// backoff delay at the latest.
+		err = fmt.Errorf("%w: %q: queued behind this process's waiters", ErrNotAcquired, key)
+	} else {
+		lock, err = try(false)
+	}
 	for retry := 0; err != nil; retry++ {
 		if ctx.Err() != nil {
 			return nil, attempts, cancelled(ctx, err)
 		}
 		delay, ok := cfg.strategy.Backoff(retry)
 		if !ok {
-			return nil, attempts, exhausted(attempts, err)
+			return nil, attempts, exhausted(retry, attempts, err)
 		}
 		timer := cfg.clock.After(delay) // subscribing below must not lengthen the delay
 		if !subscribed && !cfg.noHandoff && delay > 0 {
@@ -115,11 +133,30 @@ func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*
 			}
 		}
 		if wake != nil {
+			if !wake.first() {
+				// Others of this process are ahead in line: the delay
+				// passes without an attempt, so we do not barge in
+				// between a release and the waiter it woke. The strategy
+				// still bounds how long we stand in line.
+				continue
+			}
 			wake.reset()
 		}
 		lock, err = try(false)
 	}
 	return lock, attempts, nil
+}
+
+// queueFirst reports whether a Lock call should skip its immediate first
+// attempt and join this process's line for the key: only with hand-off,
+// a Retry strategy that waits (a custom Strategy is not consulted ahead of
+// its time), and someone already in line.
+func queueFirst(nodes []Backend, cfg *config, key string) bool {
+	r, ok := cfg.strategy.(retry)
+	if cfg.noHandoff || !ok || r.retries == 0 || r.base <= 0 {
+		return false
+	}
+	return waiting(key, nodes)
 }
 
 // handoffSpread bounds the random pause a woken Redlock waiter takes
@@ -228,11 +265,11 @@ func cancelled(ctx context.Context, last error) error {
 
 // exhausted is the error after the strategy gave up. Contention becomes
 // ErrTimeout when there were retries; unavailability stays ErrUnavailable.
-func exhausted(attempts int, last error) error {
-	if attempts == 1 {
+func exhausted(retries, attempts int, last error) error {
+	if retries == 0 {
 		return last
 	}
-	if qe, ok := last.(*QuorumError); ok && qe.Unwrap() == ErrNotAcquired {
+	if errors.Is(last, ErrNotAcquired) { // held, not unavailable
 		return fmt.Errorf("%w after %d attempts: %w", ErrTimeout, attempts, last)
 	}
 	return fmt.Errorf("redlock: gave up after %d attempts: %w", attempts, last)

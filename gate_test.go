@@ -52,7 +52,8 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 		nodes[i] = cs[i]
 	}
 	gate := gateFor("k", nodes)
-	r, err := New(nodes)
+	obs, waitFailures := waitingFor(t)
+	r, err := New(nodes, WithObserver(obs))
 	require.NoError(t, err)
 	for _, m := range ms {
 		require.NoError(t, m.Set("k", "other"))
@@ -67,7 +68,11 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitUntil(t, func() bool { return inLine("k") == 1 })
+	waitUntil(t, func() bool { return inLine("k", nodes) == 1 })
+	// Two failed attempts: the first, and the one right after subscribing
+	// (which catches a release before the subscription). Only then is the
+	// waiter idle, waiting for a notification.
+	waitFailures(2)
 	before := make([]int64, len(cs))
 	for i, c := range cs {
 		before[i] = c.acquires.Load()
@@ -116,7 +121,7 @@ func TestGateDownFallsBackToAllNodes(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitUntil(t, func() bool { return inLine("k") == 1 })
+	waitUntil(t, func() bool { return inLine("k", bs) == 1 })
 	require.NoError(t, holder.Unlock(t.Context()))
 	require.NoError(t, <-done)
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -131,10 +132,13 @@ func (l *Lock) lossCause() error {
 // still valid. It returns an error matching ErrNotHeld when the lock was
 // already released, when its validity had run out (the critical section may
 // have overlapped with another holder's), or when too few nodes still had
-// our key; ErrUnavailable when too few nodes answered.
+// our key; ErrUnavailable when too few nodes answered. A nil ctx is an
+// error (ErrInvalid), reported after the lock was released all the same:
+// letting go matters more than the caller's mistake.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
-		ctx = context.Background() // releasing matters more than the caller's mistake
+		err := l.Unlock(context.Background())
+		return errors.Join(invalidf("nil context given to Unlock (the lock was released anyway)"), err)
 	}
 	l.stopRenewal()
 	l.mu.Lock()

@@ -370,6 +370,15 @@ func TestBadInput(t *testing.T) {
 		assert.Empty(t, m.Keys(), "bad input must not touch the nodes")
 	}
 
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	//lint:ignore SA1012 a nil context is the bad input under test
+	err = l.Unlock(nil) //nolint:staticcheck
+	assert.ErrorIs(t, err, ErrInvalid, "a nil context is reported...")
+	for _, m := range ms {
+		assert.False(t, m.Exists("k"), "...after the lock was released anyway")
+	}
+
 	_, err = NewSingle(good, WithDriftFactor(0.5), WithTTL(4*time.Millisecond)) // drift 4 ms
 	assert.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "drift")

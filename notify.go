@@ -156,6 +156,31 @@ var queues = struct {
 	m map[string]*queue
 }{m: map[string]*queue{}}
 
+// lineID names the line of waiters for key on nodes.
+func lineID(key string, nodes []Backend) string {
+	id := make([]string, 0, len(nodes)+1)
+	id = append(id, key)
+	for _, b := range nodes {
+		id = append(id, b.Name())
+		if t, ok := b.(lineTagger); ok {
+			id = append(id, t.lineTag())
+		}
+	}
+	return strings.Join(id, "\x00")
+}
+
+// waiting reports whether this process has waiters in line for key on
+// nodes. A new Lock call then queues behind them instead of barging in
+// with an attempt of its own (see retryLoop): a worker that just released
+// the key would otherwise often take it straight back from the waiter its
+// release woke, and the line would not be a line.
+func waiting(key string, nodes []Backend) bool {
+	id := lineID(key, nodes)
+	queues.Lock()
+	defer queues.Unlock()
+	return queues.m[id] != nil
+}
+
 // join puts w at the end of the line for id.
 func join(id string, w *wakeup) {
 	queues.Lock()
@@ -206,14 +231,6 @@ func (w *wakeup) leave() {
 // It returns nil when no node could be subscribed; otherwise the caller
 // must call the stop function.
 func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string) (*wakeup, func()) {
-	id := make([]string, 0, len(nodes)+1)
-	id = append(id, key)
-	for _, b := range nodes {
-		id = append(id, b.Name())
-		if t, ok := b.(lineTagger); ok {
-			id = append(id, t.lineTag())
-		}
-	}
 	w := &wakeup{ch: make(chan struct{}, 1), seen: make([]bool, len(nodes)), need: quorum(len(nodes))}
 	stops := make([]func(), len(nodes))
 	r := fanOut(ctx, nodes, cfg, "watch", key, errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
@@ -239,7 +256,7 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 	}
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
-	join(strings.Join(id, "\x00"), w)
+	join(lineID(key, nodes), w)
 	w.lower(r.granted)
 	return w, stop
 }

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -187,28 +186,27 @@ func TestHandoffSharesOneConnection(t *testing.T) {
 			}
 		})
 	}
-	waitFailures(waiters)
-	waitUntil(t, func() bool { return inLine("k") == waiters }) // all subscribed
+	waitFailures(1)                                                 // the first failed; the others may queue behind it without an attempt
+	waitUntil(t, func() bool { return inLine("k", bs) == waiters }) // all subscribed
 	assert.Equal(t, 1, ms[0].PubSubNumSub(ReleaseChannel("k"))[ReleaseChannel("k")],
 		"six waiters, one subscribed connection")
 	require.NoError(t, holder.Unlock(t.Context()))
 	wg.Wait() // each release wakes the next in line: the six take turns
 	assert.Equal(t, int64(waiters), acquired.Load())
 	waitUntil(t, func() bool { return len(ms[0].PubSubChannels("*")) == 0 })
-	assert.Zero(t, inLine("k"), "the line is gone with its waiters")
+	assert.Zero(t, inLine("k", bs), "the line is gone with its waiters")
 }
 
-// inLine counts this process's waiters in line for key, on any nodes.
-func inLine(key string) int {
+// inLine counts this process's waiters in line for key on nodes. (Lines
+// of other tests' nodes are not counted: a test that just ended may still
+// be letting go of its waiters.)
+func inLine(key string, nodes []Backend) int {
 	queues.Lock()
 	defer queues.Unlock()
-	n := 0
-	for id, q := range queues.m {
-		if strings.HasPrefix(id, key+"\x00") {
-			n += len(q.waiters)
-		}
+	if q := queues.m[lineID(key, nodes)]; q != nil {
+		return len(q.waiters)
 	}
-	return n
+	return 0
 }
 
 // TestHandoffWakesWaitersInOrder: waiters of one process are woken first
@@ -233,7 +231,7 @@ func TestHandoffWakesWaitersInOrder(t *testing.T) {
 				locks <- l
 			}
 		})
-		waitUntil(t, func() bool { return inLine("k") == i+1 }) // waiter i is in line before i+1 comes
+		waitUntil(t, func() bool { return inLine("k", bs) == i+1 }) // waiter i is in line before i+1 comes
 	}
 	defer wg.Wait()
 	require.NoError(t, holder.Unlock(t.Context()))
@@ -287,4 +285,42 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	cancel()
 	_, err = g.Notify(ctx, "a", to(a))
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestNewcomerQueuesBehindThisProcessesWaiters shows the line holding
+// against the commonest barger: the worker that just released the key
+// and asks for it again at once. It must not take the key back from the
+// waiter its release woke.
+func TestNewcomerQueuesBehindThisProcessesWaiters(t *testing.T) {
+	_, bs := minis(t, 1)
+	s, err := NewSingle(bs[0], WithStrategy(Retry(5, time.Hour)))
+	require.NoError(t, err)
+	holder, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+
+	type result struct {
+		who  string
+		lock *Lock
+		err  error
+	}
+	got := make(chan result, 2)
+	go func() {
+		l, err := s.Lock(t.Context(), "k")
+		got <- result{"waiter", l, err}
+	}()
+	waitUntil(t, func() bool { return waiting("k", bs) })
+
+	require.NoError(t, holder.Unlock(t.Context()))
+	go func() { // the releasing worker wants the key again, at once
+		l, err := s.Lock(t.Context(), "k")
+		got <- result{"releaser", l, err}
+	}()
+	first := <-got
+	require.NoError(t, first.err)
+	assert.Equal(t, "waiter", first.who, "the waiter woken by the release gets the key, not the releaser")
+	require.NoError(t, first.lock.Unlock(t.Context()))
+	second := <-got
+	require.NoError(t, second.err)
+	assert.Equal(t, "releaser", second.who)
+	require.NoError(t, second.lock.Unlock(t.Context()))
 }
