@@ -88,9 +88,11 @@ func WithAutoRenew() Option { return func(c *config) { c.autoRenew = true } }
 // WithHandoff switches release notifications on (the default) or off.
 // With them on, a waiter under the Retry strategy whose nodes support
 // them (see Notifier; the go-redis adapter does) retries as soon as the
-// holder releases instead of sleeping out its backoff delay. Switching
-// them off is for measuring the difference and for servers where
-// PUBLISH/SUBSCRIBE is disabled.
+// holder releases instead of sleeping out its backoff delay, and the
+// waiters of one process for a key take strict turns in arrival order (a
+// new call joins the line instead of barging in; see notify.go).
+// Switching them off is for measuring the difference and for servers
+// where PUBLISH/SUBSCRIBE is disabled.
 func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
 
 // setup checks a locker's nodes and default options.
