@@ -153,12 +153,8 @@ func fence(ctx context.Context, nodes []Backend, cfg *config, key, token string,
 	if at += raised.granted; at >= q {
 		return f, nil
 	}
-	e := &QuorumError{Op: "acquire", Key: key, Nodes: len(nodes), Quorum: q, Granted: at}
-	for i, err := range r.errs {
-		if err != nil {
-			e.Failed = append(e.Failed, NodeError{Node: nodes[i].Name(), Err: err})
-		}
-	}
+	e := r.quorumError("acquire", key, 0)
+	e.Granted = at // nodes at the token, not nodes that set the key
 	for j, err := range raised.errs {
 		if err != nil {
 			e.Failed = append(e.Failed, NodeError{Node: sub[j].Name(), Err: fmt.Errorf("raising the fence to %d: %w", f, err)})
