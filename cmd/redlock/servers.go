@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,7 +59,7 @@ func startServers(ctx context.Context, n int) (*localServers, error) {
 func (s *localServers) startOne(ctx context.Context, bin string) error {
 	var last error
 	for range 3 { // the free port may be taken between probing and binding
-		port, err := freePort()
+		port, err := freeport.Get()
 		if err != nil {
 			return err
 		}
@@ -108,15 +109,6 @@ func kill(c *exec.Cmd) {
 	}
 	_ = c.Process.Kill()
 	_ = c.Wait()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady pings addr until it answers, for at most five seconds.

@@ -59,6 +59,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/quorumlock/redlock/internal/freeport"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
 )
 
@@ -190,7 +191,7 @@ func Start(t testing.TB, n int) *Cluster {
 func (n *Node) create(repo, tag string) error {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := freeport.Get()
 		if err != nil {
 			return err
 		}
@@ -476,15 +477,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitPing polls addr with PING until +PONG or timeout. Through docker-proxy a

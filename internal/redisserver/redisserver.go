@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/freeport"
 )
 
 // Binary is the name of the executable looked up on PATH.
@@ -99,7 +101,7 @@ func Start(t testing.TB, n int) *Cluster {
 		c.Servers = append(c.Servers, s)
 		var lastErr error
 		for attempt := 0; attempt < startAttempts; attempt++ {
-			port, err := freePort()
+			port, err := freeport.Get()
 			if err != nil {
 				t.Fatalf("redisserver: finding a free port: %v", err)
 			}
@@ -276,16 +278,6 @@ func ping(addr string, timeout time.Duration) error {
 		return fmt.Errorf("unexpected reply %q", line)
 	}
 	return nil
-}
-
-// freePort asks the kernel for a free TCP port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent Write and String.
