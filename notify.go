@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
 )
 
 // Hand-off: waking waiters when a lock is released.
