@@ -6,30 +6,42 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/google/uuid"
 )
 
-// acquire is the strategy engine shared by Single and Redlock: attempt,
-// and on contention or unavailability ask the strategy whether and how
-// long to wait before the next attempt.
+// acquire is Lock for both lockers: it checks the call's options and runs
+// the strategy engine.
 func acquire(ctx context.Context, nodes []Backend, base config, key string, opts []Option) (*Lock, error) {
+	cfg, err := prepare(ctx, nodes, base, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return acquirePrepared(ctx, nodes, &cfg, key)
+}
+
+// prepare checks a Lock or Do call's arguments and merges its options
+// into the locker's.
+func prepare(ctx context.Context, nodes []Backend, base config, key string, opts []Option) (config, error) {
 	if ctx == nil {
-		return nil, invalidf("nil context")
+		return config{}, invalidf("nil context")
 	}
 	if key == "" {
-		return nil, invalidf("empty key")
+		return config{}, invalidf("empty key")
 	}
 	cfg := base.with(opts)
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return config{}, err
 	}
-	if err := cfg.validateNodes(nodes); err != nil {
-		return nil, err
-	}
+	return cfg, cfg.validateNodes(nodes)
+}
+
+// acquirePrepared is the strategy engine shared by Single and Redlock:
+// attempt, and on contention or unavailability ask the strategy whether
+// and how long to wait before the next attempt.
+func acquirePrepared(ctx context.Context, nodes []Backend, cfg *config, key string) (*Lock, error) {
 	start := cfg.clock.Now()
-	lock, attempts, err := retryLoop(ctx, nodes, &cfg, key)
-	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: attempts, Err: err}
+	w := &waiter{ctx: ctx, nodes: nodes, cfg: cfg, key: key, gate: -1}
+	lock, err := w.run()
+	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: w.attempts, Err: err}
 	if lock != nil {
 		e.Fence = lock.fence
 	}
@@ -37,114 +49,160 @@ func acquire(ctx context.Context, nodes []Backend, base config, key string, opts
 	return lock, err
 }
 
-// retryLoop makes attempts until one succeeds or the strategy gives up, and
-// reports how many it made. Between retries it waits for the strategy's
-// delay or, with hand-off (notify.go), for a release, whichever is first;
-// attempts made on a release are extra and do not count as retries.
+// waiter is one Lock call: its attempts (attempt.go), the waiting between
+// them, and what its failed attempts may have left on the nodes.
 //
-// With hand-off, the waiters of one process for a key stand in line
-// (notify.go) and take turns: a Lock call that finds a line joins it
-// without a first attempt, and a waiter behind others lets its delays
-// pass without attempting. Only the first in line attempts, on a release
-// or on its delay. The strategy's delays still bound the whole wait, so
-// a waiter far back in a long line may end with ErrTimeout having made
-// few attempts of its own.
-func retryLoop(ctx context.Context, nodes []Backend, cfg *config, key string) (*Lock, int, error) {
-	token := uuid.NewString()
-	dirty := make([]bool, len(nodes))
-	attempts := 0
-	gate := -1 // the hand-off gate for woken attempts, once subscribed
-	try := func(woken bool) (*Lock, error) {
-		attempts++
-		start := cfg.clock.Now()
-		var g *int
-		if woken {
-			g = &gate
-		}
-		lock, err := attempt(ctx, nodes, cfg, key, token, dirty, g)
-		if err != nil {
-			cfg.observe(Event{Kind: EventContention, Key: key, Attempt: attempts, Duration: cfg.clock.Now().Sub(start), Err: err})
-		}
-		return lock, err
+// Attempts come (1) at once, unless others of this process already wait
+// for the key (see queueFirst); (2) whenever a backoff delay runs out,
+// whatever the waiter's place in line, so every waiter makes its own
+// attempts within its strategy's delays and ErrTimeout always means that
+// the last one found the key held; (3) with hand-off, when a release wakes
+// the waiter (notify.go): such attempts are extra and do not count as
+// retries.
+type waiter struct {
+	ctx   context.Context
+	nodes []Backend
+	cfg   *config
+	key   string
+
+	attempts  int
+	leftovers []leftover // SETs of failed attempts that may still hold a node
+	watched   bool       // subscribing was tried (once per call)
+	wake      *wakeup    // release announcements, once subscribed
+	unwatch   func()
+	gate      int // the hand-off gate for woken attempts (gate.go), or -1
+}
+
+// run makes attempts until one succeeds or the strategy gives up.
+func (w *waiter) run() (*Lock, error) {
+	if w.ctx.Err() != nil { // nothing is sent for a call that is already over
+		return nil, fmt.Errorf("%w: %w (no attempt made)", ErrNotAcquired, context.Cause(w.ctx))
 	}
-	var (
-		subscribed bool
-		wake       *wakeup // release notifications, once subscribed
-		woken      <-chan struct{}
-	)
-	var lock *Lock
+	defer w.stopWatching()
 	var err error
-	if queueFirst(nodes, cfg, key) {
+	if queueFirst(w.nodes, w.cfg, w.key) {
 		// Others of this process wait for the key: stand in line behind
-		// them. The first attempt comes on our turn, or after the first
-		// backoff delay at the latest.
-		err = fmt.Errorf("%w: %q: queued behind this process's waiters", ErrNotAcquired, key)
+		// them. The first attempt comes on our turn, or when the first
+		// backoff delay runs out at the latest.
+		err = fmt.Errorf("%w: %q: queued behind this process's waiters", ErrNotAcquired, w.key)
+	} else if lock, e := w.try(false); e == nil {
+		return lock, nil
 	} else {
-		lock, err = try(false)
+		err = e
 	}
-	for retry := 0; err != nil; retry++ {
-		if ctx.Err() != nil {
-			return nil, attempts, cancelled(ctx, err)
+	for retry := 0; ; retry++ {
+		if w.ctx.Err() != nil {
+			return nil, cancelled(w.ctx, err)
 		}
-		delay, ok := cfg.strategy.Backoff(retry)
+		delay, ok := w.cfg.strategy.Backoff(retry)
 		if !ok {
-			return nil, attempts, exhausted(retry, attempts, err)
+			return nil, exhausted(retry, w.attempts, err)
 		}
-		timer := cfg.clock.After(delay) // subscribing below must not lengthen the delay
-		if !subscribed && !cfg.noHandoff && delay > 0 {
-			subscribed = true
-			var stop func()
-			if wake, stop = watchReleases(ctx, nodes, cfg, key); wake != nil {
-				defer stop()
-				woken = wake.ch
-				if len(nodes) > 1 {
-					gate = gateFor(key, nodes)
-				}
-				// Subscribed: a release before this point is seen by this
-				// extra attempt, every later one by a notification. A
-				// waiter behind others of this process needs no extra
-				// attempt: such a release woke the first in line.
-				if wake.first() {
-					wake.reset()
-					if lock, err = try(false); err == nil {
-						break
-					}
-					if ctx.Err() != nil {
-						return nil, attempts, cancelled(ctx, err)
-					}
-				}
-			}
+		timer := w.cfg.clock.After(delay) // subscribing below must not lengthen the delay
+		lock, e := w.waitOut(timer, delay)
+		if lock != nil {
+			return lock, nil
 		}
-	waiting:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil, attempts, cancelled(ctx, err)
-			case <-timer:
-				break waiting
-			case <-woken:
-				if gate < 0 && !spread(ctx, len(nodes)) {
-					continue // ctx ended: the next select returns
-				}
-				wake.reset()
-				if lock, err = try(true); err == nil {
-					return lock, attempts, nil
-				}
-			}
+		if e != nil {
+			err = e
 		}
-		if wake != nil {
-			if !wake.first() {
-				// Others of this process are ahead in line: the delay
-				// passes without an attempt, so we do not barge in
-				// between a release and the waiter it woke. The strategy
-				// still bounds how long we stand in line.
-				continue
-			}
-			wake.reset()
+		if w.ctx.Err() != nil {
+			return nil, cancelled(w.ctx, err)
 		}
-		lock, err = try(false)
+		if lock, e = w.try(false); e == nil {
+			return lock, nil
+		}
+		err = e
 	}
-	return lock, attempts, nil
+}
+
+// waitOut waits until timer fires or ctx ends, making an attempt on every
+// wake-up meanwhile. It subscribes to releases first, once per call, when
+// hand-off is on and there is a delay to wait. It returns the lock if a
+// woken attempt took it, else the last woken attempt's error, if any.
+func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, error) {
+	var err error
+	if !w.watched && !w.cfg.noHandoff && delay > 0 {
+		w.watched = true
+		if w.watch() && w.wake.first() {
+			// Subscribed: a release before this point is seen by this
+			// extra attempt, every later one by an announcement. A waiter
+			// behind others of this process needs none: such a release
+			// woke the first in line.
+			lock, e := w.try(false)
+			if e == nil {
+				return lock, nil
+			}
+			err = e
+		}
+	}
+	var woken <-chan struct{}
+	if w.wake != nil {
+		woken = w.wake.ch
+	}
+	for {
+		select {
+		case <-w.ctx.Done():
+			return nil, err
+		case <-timer:
+			return nil, err
+		case <-woken:
+			if w.gate < 0 && !spread(w.ctx, len(w.nodes)) {
+				continue // ctx ended: the next select returns
+			}
+			lock, e := w.try(true)
+			if e == nil {
+				return lock, nil
+			}
+			err = e
+		}
+	}
+}
+
+// watch subscribes to the key's releases and joins this process's line
+// for it. It reports whether any node could be subscribed.
+func (w *waiter) watch() bool {
+	wake, stop := watchReleases(w.ctx, w.nodes, w.cfg, w.key)
+	if wake == nil {
+		return false
+	}
+	w.wake, w.unwatch = wake, stop
+	if len(w.nodes) > 1 {
+		if g := gateFor(w.key, w.nodes); wake.notifies[g] {
+			w.gate = g
+			wake.gateOn(g)
+		}
+	}
+	return true
+}
+
+func (w *waiter) stopWatching() {
+	if w.unwatch != nil {
+		w.unwatch()
+	}
+}
+
+// try makes one attempt, woken by a release or not, with a token of its
+// own: a late release of an earlier attempt must never delete the key
+// that a later attempt set.
+func (w *waiter) try(woken bool) (*Lock, error) {
+	if err := w.ctx.Err(); err != nil {
+		return nil, err
+	}
+	w.attempts++
+	token := newToken()
+	if w.wake != nil {
+		w.wake.begin(token)
+	}
+	start := w.cfg.clock.Now()
+	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
+	if w.wake != nil {
+		w.wake.end(outcome)
+	}
+	if err != nil {
+		w.cfg.observe(Event{Kind: EventContention, Key: w.key, Attempt: w.attempts, Duration: w.cfg.clock.Now().Sub(start), Err: err})
+	}
+	return lock, err
 }
 
 // queueFirst reports whether a Lock call should skip its immediate first
@@ -163,11 +221,10 @@ func queueFirst(nodes []Backend, cfg *config, key string) bool {
 // before its attempt when the hand-off gate (gate.go) failed. Waiters of
 // several processes (one each, see queue) wake on the same release;
 // attempting all at once splits the nodes' votes so that often nobody
-// reaches a quorum, everyone rolls back, and the rollbacks wake everyone
-// again. Spreading the attempts over about a round trip lets one waiter
-// take every node first; with a herd of seven and no gate,
-// BenchmarkHandoff measured about a quarter off the hand-off time with
-// five nodes. A single node has no votes to split.
+// reaches a quorum and everyone rolls back. Spreading the attempts over
+// about a round trip lets one waiter take every node first; with a herd of
+// seven and no gate, BenchmarkHandoff measured about a quarter off the
+// hand-off time with five nodes. A single node has no votes to split.
 const handoffSpread = time.Millisecond
 
 // spread pauses a woken waiter for a random part of handoffSpread when
@@ -183,76 +240,6 @@ func spread(ctx context.Context, nodes int) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// attempt tries once on every node: quorum and positive validity grant the
-// lock. Anything less is rolled back at once on every node that granted or
-// may have: those that agreed, and those that failed or timed out in this
-// or an earlier attempt of the same call (their SET may land late). A node
-// that answered no held someone else's key at that moment, so it cannot
-// hold ours and is left alone; dirty carries that knowledge across
-// attempts.
-//
-// gate, when not nil, points at the index of the hand-off gate (gate.go)
-// for a woken waiter, or at -1; attempt sets it to -1 when the gate fails.
-func attempt(ctx context.Context, nodes []Backend, cfg *config, key, token string, dirty []bool, gate *int) (*Lock, error) {
-	start := cfg.clock.Now()
-	var counters []int64 // with fencing, what each node's INCR returned
-	if cfg.fencing {
-		counters = make([]int64, len(nodes))
-	}
-	call := func(ctx context.Context, i int, b Backend) (bool, error) {
-		if counters == nil {
-			return b.Acquire(ctx, key, token, cfg.ttl)
-		}
-		ok, c, err := b.(Fencer).AcquireFenced(ctx, key, token, cfg.ttl)
-		counters[i] = c
-		return ok, err
-	}
-	var r round
-	if gate != nil && *gate >= 0 {
-		var held, failed bool
-		if r, held, failed = gatedRound(ctx, nodes, cfg, key, *gate, call); held {
-			return nil, errGateHeld(key, nodes[*gate])
-		}
-		if failed {
-			*gate = -1
-		}
-	} else {
-		r = fanOut(ctx, nodes, cfg, "acquire", key, ErrNotAcquired, call)
-	}
-	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
-	if r.granted >= quorum(len(nodes)) && left > 0 && ctx.Err() == nil {
-		var f int64
-		if counters != nil {
-			var err error
-			if f, err = fence(ctx, nodes, cfg, key, token, r, counters); err != nil {
-				rollback(ctx, nodes, cfg, key, token, r, dirty)
-				return nil, err
-			}
-			left = validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
-		}
-		if left > 0 && ctx.Err() == nil {
-			return newLock(key, token, f, nodes, cfg, start), nil
-		}
-	}
-	rollback(ctx, nodes, cfg, key, token, r, dirty)
-	return nil, r.quorumError("acquire", key, left)
-}
-
-// rollback releases a failed attempt on every node that granted it or may
-// have, now or in an earlier attempt of the same call.
-func rollback(ctx context.Context, nodes []Backend, cfg *config, key, token string, r round, dirty []bool) {
-	var undo []Backend
-	for i, err := range r.errs {
-		dirty[i] = dirty[i] || err != ErrNotAcquired
-		if dirty[i] {
-			undo = append(undo, nodes[i])
-		}
-	}
-	if len(undo) > 0 {
-		releaseAll(ctx, undo, cfg, key, token)
 	}
 }
 

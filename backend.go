@@ -16,6 +16,15 @@ import (
 // context's deadline on every call: the lockers bound each node call with
 // a per-node timeout and rely on it to keep a dead or paused node from
 // stalling an acquisition.
+//
+// An implementation must never send a command a second time after it may
+// have reached the node (a client library's automatic retry after a broken
+// connection): the second answer would describe the first one's effect.
+// A resent Acquire would find our own key and answer "held", a resent
+// Release would find it gone and answer "not ours". A call whose outcome
+// is unknown returns an error; the lockers treat it as "may have
+// happened" (an acquisition is rolled back there, a release or extension
+// does not count toward the quorum).
 type Backend interface {
 	// Name identifies the node in errors and logs, usually its address.
 	Name() string
@@ -24,8 +33,11 @@ type Backend interface {
 	// key was set.
 	Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
 	// Release deletes key only if it holds token (release.lua). It reports
-	// whether the key was deleted.
-	Release(ctx context.Context, key, token string) (bool, error)
+	// whether the key was deleted. When announce is true and the key was
+	// deleted, it also publishes token on ReleaseChannel(key), in the same
+	// atomic step, so that waiters (Notifier) retry at once; an
+	// announcement that fails must not fail the release.
+	Release(ctx context.Context, key, token string, announce bool) (bool, error)
 	// Extend resets key's TTL only if it holds token (extend.lua). It
 	// reports whether the key was extended; it never creates the key.
 	Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
@@ -65,6 +77,10 @@ var (
 // The client must be created with ContextTimeoutEnabled: true; otherwise
 // go-redis ignores context deadlines, a paused node would hold every call
 // for the client's ReadTimeout, and New and NewSingle refuse the node.
+//
+// Commands are never resent: whatever the client's MaxRetries, every
+// command the adapter sends is marked NoRetry (sendOnce), so a lost
+// reply is an error, never a second execution's answer.
 //
 // Scripts run with EVALSHA and fall back to EVAL the first time a node
 // does not know them (after a restart or SCRIPT FLUSH). Commands that
@@ -115,14 +131,18 @@ func (g *goRedis) Acquire(ctx context.Context, key, token string, ttl time.Durat
 	// Always PX, even for whole seconds, so the TTL on the node is exactly
 	// the one the validity was computed from.
 	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
-	if err := g.q.process(ctx, cmd); err != nil {
+	if err := g.q.process(ctx, sendOnce{cmd}); err != nil {
 		return false, err // cmd may still be in flight: read nothing from it
 	}
 	return cmd.Val(), nil
 }
 
-func (g *goRedis) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := g.run(ctx, releaseScript, 1, key, token)
+func (g *goRedis) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	flag := "0"
+	if announce {
+		flag = "1"
+	}
+	n, err := g.run(ctx, releaseScript, 1, key, token, flag)
 	return n == 1, err
 }
 
@@ -130,3 +150,12 @@ func (g *goRedis) Extend(ctx context.Context, key, token string, ttl time.Durati
 	n, err := g.run(ctx, extendScript, 1, key, token, ttl.Milliseconds())
 	return n == 1, err
 }
+
+// sendOnce wraps a command that go-redis must not resend after it may
+// have reached the node: go-redis retries a command whose connection broke
+// (MaxRetries, 3 by default), and the retry's answer would describe the
+// first execution's effect (see Backend). A pipeline holding one is not
+// resent either. The wrapped command keeps its result.
+type sendOnce struct{ redis.Cmder }
+
+func (sendOnce) NoRetry() bool { return true }

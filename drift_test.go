@@ -36,7 +36,10 @@ func TestValidityArithmetic(t *testing.T) {
 			_, bs := minis(t, 3)
 			clk := newFakeClock()
 			start := clk.Now()
-			r, err := New(slowNodes(bs, clk, c.elapsed), WithTTL(ttl), WithDriftFactor(c.factor), WithClock(clk))
+			// The node timeout must fit in the validity: 60 ms does for
+			// every case.
+			r, err := New(slowNodes(bs, clk, c.elapsed), WithTTL(ttl), WithDriftFactor(c.factor), WithClock(clk),
+				WithNodeTimeout(60*time.Millisecond))
 			require.NoError(t, err)
 			l, err := r.Lock(t.Context(), "k")
 			require.NoError(t, err)

@@ -319,7 +319,7 @@ func (*alwaysGrant) Acquire(context.Context, string, string, time.Duration) (boo
 	return true, nil
 }
 
-func (*alwaysGrant) Release(context.Context, string, string) (bool, error) { return true, nil }
+func (*alwaysGrant) Release(context.Context, string, string, bool) (bool, error) { return true, nil }
 
 func (*alwaysGrant) Extend(context.Context, string, string, time.Duration) (bool, error) {
 	return true, nil

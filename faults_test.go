@@ -614,20 +614,13 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	st := chk.Verify(t, "latency on one master")
 	assert.Zero(t, st.Unavailable)
 
-	// A majority answers yes, but later than the validity: TTL 1 s, drift
-	// factor 0.5 leaves 498 ms, the slow masters answer after 700 ms, well
-	// inside the 950 ms node timeout.
-	fc.delay(0, 0)
-	for i := range 3 {
-		fc.delay(i, 700*time.Millisecond)
-	}
+	// A majority that answers yes later than the validity cannot happen in
+	// one round: a configuration whose node timeout reaches past the
+	// validity (TTL 1 s, drift factor 0.5 leaves 498 ms; node timeout
+	// 950 ms) is refused. drift_test.go shows a round that took too long
+	// on a fake clock being rolled back.
 	_, err := lk.Lock(t.Context(), key, WithTTL(time.Second), WithDriftFactor(0.5), WithNodeTimeout(950*time.Millisecond))
-	require.ErrorIs(t, err, ErrNotAcquired, "a quorum that came too late grants nothing")
-	var qe *QuorumError
-	require.ErrorAs(t, err, &qe)
-	assert.GreaterOrEqual(t, qe.Granted, qe.Quorum, "the masters did agree")
-	assert.LessOrEqual(t, qe.Validity, time.Duration(0), "but no validity was left")
-	assert.Zero(t, keysLeft(), "rolled back on every master")
+	require.ErrorIs(t, err, ErrInvalid, "a node timeout longer than the validity is refused")
 
 	// Slower than the TTL itself: the node timeout (below the TTL) cuts the
 	// slow majority off, the call fails as unavailable and the SETs that

@@ -66,11 +66,15 @@ import (
 // key was set on n: then B's key left n before that, while B's round was
 // still running (it ends with B's grant, after A's lock ended). It cannot
 // have expired, because a granted round is shorter than the TTL (bounded
-// drift), and B deletes its keys only after a round has ended. So t came
-// after A's key left n, hence after A's counter on n reached F_A. Counters
-// never decrease, so B's INCR on n returned at least F_A + 1, and F_B, the
-// maximum over Q_B, is at least that. Successive holders therefore get
-// strictly increasing tokens. ∎
+// drift); and it cannot have been deleted, because only a release carrying
+// B's token for that attempt deletes it, and every attempt draws its own
+// token: B sends that release only after the attempt's round has ended
+// (its rollback or its Unlock), and a late release of an earlier attempt
+// of B's carries another token. So t came after A's key left n, hence
+// after A's counter on n reached F_A. Counters never decrease, so B's INCR
+// on n returned at least F_A + 1, and F_B, the maximum over Q_B, is at
+// least that. Successive holders therefore get strictly increasing
+// tokens. ∎
 //
 // # What it rests on
 //

@@ -68,11 +68,11 @@ func (f *flaky) RaiseFence(ctx context.Context, key, token string, fence int64) 
 	return f.Backend.(Fencer).RaiseFence(ctx, key, token, fence)
 }
 
-func (f *flaky) Release(ctx context.Context, key, token string) (bool, error) {
+func (f *flaky) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
 	if f.is(down) {
 		return false, errInjected
 	}
-	return f.Backend.Release(ctx, key, token)
+	return f.Backend.Release(ctx, key, token, announce)
 }
 
 func (f *flaky) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {

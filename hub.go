@@ -31,11 +31,11 @@ type subscription struct {
 
 type channelWaiters struct {
 	active  chan struct{} // closed when the node confirmed the SUBSCRIBE
-	waiters map[*waiter]struct{}
+	waiters map[*listener]struct{}
 }
 
-// waiter is one Notify registration.
-type waiter struct{ released func() }
+// listener is one Notify registration.
+type listener struct{ released func(payload string) }
 
 // receivePause and maxReceivePause bound the pauses between reconnection
 // attempts of a subscription whose node went away.
@@ -48,9 +48,9 @@ const (
 // a caller's context.
 const subscribeTimeout = time.Second
 
-func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func()) (func(), error) {
+func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func(string)) (func(), error) {
 	name := ReleaseChannel(key)
-	me := &waiter{released}
+	me := &listener{released}
 	h.mu.Lock()
 	if h.sub == nil {
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -63,7 +63,7 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 	cw := s.channels[name]
 	var err error
 	if cw == nil {
-		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*waiter]struct{}{}}
+		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*listener]struct{}{}}
 		s.channels[name] = cw
 		// Under h.mu, so SUBSCRIBE and UNSUBSCRIBE of one channel reach
 		// the node in the order of our bookkeeping.
@@ -88,7 +88,7 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 
 // leave removes a waiter; the last one of a channel unsubscribes it, the
 // last one of all closes the connection and waits for the receive loop.
-func (h *hub) leave(s *subscription, name string, me *waiter) {
+func (h *hub) leave(s *subscription, name string, me *listener) {
 	h.mu.Lock()
 	cw := s.channels[name]
 	delete(cw.waiters, me)
@@ -145,7 +145,7 @@ func (s *subscription) receive(mu *sync.Mutex) {
 		case *redis.Message:
 			if cw := s.channels[m.Channel]; cw != nil {
 				for w := range cw.waiters {
-					w.released()
+					w.released(m.Payload)
 				}
 			}
 		}
@@ -153,6 +153,6 @@ func (s *subscription) receive(mu *sync.Mutex) {
 	}
 }
 
-func (g *goRedis) Notify(ctx context.Context, key string, released func()) (func(), error) {
+func (g *goRedis) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
 	return g.hub.notify(ctx, g.c, key, released)
 }

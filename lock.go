@@ -29,11 +29,6 @@ type Lock struct {
 	onLost   func(error)   // Do's hook: cancels the function's context
 }
 
-func newLock(key, token string, fence int64, nodes []Backend, cfg *config, start time.Time) *Lock {
-	return &Lock{key: key, token: token, fence: fence, nodes: nodes, cfg: *cfg, acquired: start,
-		until: start.Add(cfg.ttl - cfg.drift()), lost: make(chan struct{})}
-}
-
 // Key returns the locked key.
 func (l *Lock) Key() string { return l.key }
 

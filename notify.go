@@ -9,31 +9,34 @@ import (
 
 // Hand-off: waking waiters when a lock is released.
 //
-// release.lua PUBLISHes on the key's release channel, "redlock:released:"
-// followed by the key, when it deletes the key. A waiter under the Retry
-// strategy whose nodes implement Notifier subscribes after its first
-// failed attempt and, once the subscription is active, attempts again at
-// once: a release that happened between the failed attempt and the
-// subscription is caught by that attempt, and every later one by a
-// notification, so no release is slept through. While it waits out a
-// backoff delay, a notification makes it attempt at once.
+// release.lua PUBLISHes the releasing token on the key's release channel,
+// "redlock:released:" followed by the key, when it deletes the key. A
+// waiter under the Retry strategy whose nodes implement Notifier
+// subscribes after its first failed attempt and, once the subscription is
+// active, attempts again at once: a release that happened between the
+// failed attempt and the subscription is caught by that attempt, and every
+// later one by a notification. While it waits out a backoff delay, a
+// notification makes it attempt at once.
 //
 // Retries and ErrTimeout are unchanged. Retry(n, d) still consults the
-// strategy n times and gives up at the same moment as without hand-off;
-// notified attempts are extra attempts inside the current delay, not
-// retries, and a failed one goes back to waiting for the same deadline.
-// The delays are therefore an upper bound on the gap between attempts.
-// A key that expires instead of being released publishes nothing: its
-// waiters wake at their next delay, as without hand-off.
+// strategy n times, attempts when each delay runs out, and gives up at the
+// same moment as without hand-off; notified attempts are extra attempts
+// inside the current delay, not retries. The delays are therefore an upper
+// bound on the gap between attempts. A key that expires instead of being
+// released publishes nothing: its waiters wake at their next delay, as
+// without hand-off.
 //
-// A waiter is woken once a quorum of nodes announced a release (see
-// wakeup), and within a process only the first in line for the key (see
+// When to wake is decided per node (see wakeup): a node that refused the
+// waiter's last attempt is "held" until it announces a release; the waiter
+// wakes when a quorum of its nodes is not held, on an announcement by
+// someone else (its own rollbacks announce too, and are ignored by token).
+// Within a process only the first in line for the key is woken (see
 // queue): waking them all would make all but one fail an attempt and roll
-// back, and the rollbacks would wake everyone again. Across processes one
-// waiter per process competes, and with several nodes the key's gate
-// (gate.go) decides among them; BenchmarkHandoff in handoff_bench_test.go
-// measures wait times and fairness. Reject does not wait and never subscribes, nor do uncontended
-// acquisitions: the cost is paid only by waiters.
+// back. Across processes one waiter per process competes, and with several
+// nodes the key's gate (gate.go) decides among them; BenchmarkHandoff in
+// handoff_bench_test.go measures wait times and fairness. Reject does not
+// wait and never subscribes, nor do uncontended acquisitions: the cost is
+// paid only by waiters.
 
 // ReleaseChannel returns the pub/sub channel on which release.lua
 // announces that key was released, for operators and other clients that
@@ -46,61 +49,96 @@ func ReleaseChannel(key string) string { return "redlock:released:" + key }
 type Notifier interface {
 	// Notify subscribes to releases of key. It returns once the
 	// subscription is active on the node, so no release after it returns
-	// is missed (short of a dropped connection). From then until stop is
-	// called, every release of key calls released, from the node's
-	// receiving goroutine: released must be quick and must not block.
-	// stop must be called; it returns promptly and only once no call to
-	// released is in progress or will follow.
-	Notify(ctx context.Context, key string, released func()) (stop func(), err error)
+	// is missed. From then until stop is called, every release of key
+	// calls released with the message's payload (the releasing token),
+	// from the node's receiving goroutine: released must be quick and must
+	// not block. When the subscription was interrupted (a dropped
+	// connection) releases may have been missed: once it is active again,
+	// released is called with payload "". stop must be called; it returns
+	// promptly and only once no call to released is in progress or will
+	// follow.
+	Notify(ctx context.Context, key string, released func(payload string)) (stop func(), err error)
 }
 
-// wakeup turns the nodes' release notifications into one wake-up for a
-// waiter: a send on ch once a quorum of distinct nodes announced a release
-// since the last reset (or one node, when only that few can notify). A
-// Redlock release reaches every node, and waking on the first node's
-// message would send the waiter at nodes that have not released yet; a
-// quorum of messages means the key is free on enough nodes to be taken.
+// wakeup turns the nodes' release announcements into wake-ups for one
+// waiter (one Lock call), a send on ch.
 //
-// Within one process, only the first waiter in line for the key is woken
-// (see queue); the others keep counting and drop what they counted.
+// It keeps, per node, whether the node is held: it refused the waiter's
+// last attempt, and has not announced a release since that attempt began.
+// An announcement by someone else makes its node free; when that leaves a
+// quorum of the subscribed nodes free (and the gate among them, when woken
+// attempts go to the gate first), the waiter is woken. A Redlock release
+// reaches the nodes one by one, so waking on the first node's message
+// would send the waiter at nodes that have not released yet; and waiting
+// for the gate keeps a woken waiter from asking a gate that has not
+// released yet, being refused, and sleeping through the rest of the
+// release.
+//
+// Only announcements wake: an attempt's own outcome never does (a round
+// whose validity ran out leaves every node free, and waking on that would
+// spin), and announcements carrying one of the waiter's own tokens (its
+// rollbacks) are ignored. So the attempts a Lock makes are bounded by its
+// strategy plus the releases of others. Announcements that arrive during
+// an attempt are kept and weighed when it ends.
+//
+// Within one process only the first waiter in line for the key is woken
+// (see queue); the others keep their state and are not woken.
 type wakeup struct {
 	ch   chan struct{}
 	line *queue
 
-	mu   sync.Mutex
-	seen []bool
-	n    int
-	need int
+	mu        sync.Mutex
+	notifies  []bool // the node is subscribed: its releases are announced to us
+	held      []bool
+	heardFrom []bool // announced during the attempt in flight
+	heard     bool   // someone else announced during the attempt in flight
+	trying    bool   // an attempt is in flight
+	gate      int    // node whose release a wake-up waits for, or -1
+	need      int    // free subscribed nodes that make a wake-up
+	own       map[string]struct{}
 }
 
-// released records that node i announced a release.
-func (w *wakeup) released(i int) {
+func newWakeup(nodes int) *wakeup {
+	return &wakeup{ch: make(chan struct{}, 1), notifies: make([]bool, nodes), held: make([]bool, nodes),
+		heardFrom: make([]bool, nodes), gate: -1, own: map[string]struct{}{}}
+}
+
+// subscribed records which nodes announce releases to us; a wake-up then
+// needs a quorum of them free, or all of them when fewer are subscribed.
+func (w *wakeup) subscribed(ok []bool, quorum int) {
 	w.mu.Lock()
-	if w.seen[i] {
+	defer w.mu.Unlock()
+	n := 0
+	for i, s := range ok {
+		w.notifies[i] = s
+		if s {
+			n++
+		}
+	}
+	w.need = min(quorum, n)
+}
+
+// gateOn makes wake-ups wait for node i's release (gate.go); -1 for none.
+func (w *wakeup) gateOn(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gate = i
+}
+
+// released records node i's announcement of a release by token ("" when
+// the node may have released without our hearing it).
+func (w *wakeup) released(i int, token string) {
+	w.mu.Lock()
+	if _, mine := w.own[token]; mine && token != "" {
 		w.mu.Unlock()
 		return
 	}
-	w.seen[i] = true
-	w.n++
-	w.fireLocked()
-}
-
-// lower makes do with at most n nodes' announcements, when only n nodes
-// could be subscribed.
-func (w *wakeup) lower(n int) {
-	w.mu.Lock()
-	w.need = min(w.need, n)
-	w.fireLocked()
-}
-
-// fireLocked, called with w.mu held, which it releases: when a quorum of
-// announcements is in, it forgets them and wakes the waiter if it is first
-// in line.
-func (w *wakeup) fireLocked() {
-	fire := w.n >= w.need
-	if fire {
-		clear(w.seen)
-		w.n = 0
+	w.held[i] = false
+	fire := false
+	if w.trying {
+		w.heardFrom[i], w.heard = true, true
+	} else {
+		fire = w.freeLocked()
 	}
 	w.mu.Unlock()
 	if fire && w.first() {
@@ -108,23 +146,66 @@ func (w *wakeup) fireLocked() {
 	}
 }
 
+// freeLocked reports whether enough nodes are free for an attempt to
+// stand a chance.
+func (w *wakeup) freeLocked() bool {
+	if w.gate >= 0 && w.notifies[w.gate] && w.held[w.gate] {
+		return false
+	}
+	free := 0
+	for i, s := range w.notifies {
+		if s && !w.held[i] {
+			free++
+		}
+	}
+	return free >= w.need
+}
+
+// begin marks the start of an attempt with token: its rollback's
+// announcements are ours, and a pending wake-up is spent by it.
+func (w *wakeup) begin(token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.own[token] = struct{}{}
+	w.trying, w.heard = true, false
+	clear(w.heardFrom)
+	select {
+	case <-w.ch:
+	default:
+	}
+}
+
+// end records an attempt's outcome per node (nil: granted, then rolled
+// back; ErrNotAcquired: refused; errNotAsked: no news; any other error:
+// unknown, taken as held until the node announces) and wakes the waiter
+// if others' announcements during the attempt freed enough nodes.
+func (w *wakeup) end(outcome []error) {
+	w.mu.Lock()
+	for i, err := range outcome {
+		switch {
+		case err == errNotAsked, w.heardFrom[i]:
+		case err == nil:
+			w.held[i] = false
+		default:
+			w.held[i] = true
+		}
+	}
+	w.trying = false
+	fire := w.heard && w.freeLocked()
+	w.mu.Unlock()
+	if fire && w.first() {
+		w.wake()
+	}
+}
+
+// errNotAsked marks a node that an attempt did not ask (a woken attempt
+// refused by the gate asks no other node).
+var errNotAsked = invalidf("node not asked")
+
 func (w *wakeup) wake() {
 	select {
 	case w.ch <- struct{}{}:
 	default: // a wake-up is already pending
-	}
-}
-
-// reset forgets earlier announcements, before an attempt: only releases
-// after it can make the attempt's outcome stale.
-func (w *wakeup) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	clear(w.seen)
-	w.n = 0
-	select {
-	case <-w.ch:
-	default:
 	}
 }
 
@@ -228,14 +309,14 @@ func (w *wakeup) leave() {
 // It returns nil when no node could be subscribed; otherwise the caller
 // must call the stop function.
 func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string) (*wakeup, func()) {
-	w := &wakeup{ch: make(chan struct{}, 1), seen: make([]bool, len(nodes)), need: quorum(len(nodes))}
+	w := newWakeup(len(nodes))
 	stops := make([]func(), len(nodes))
 	r := fanOut(ctx, nodes, cfg, "watch", key, errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)
 		if !ok {
 			return false, nil
 		}
-		s, err := n.Notify(ctx, key, func() { w.released(i) })
+		s, err := n.Notify(ctx, key, func(token string) { w.released(i, token) })
 		stops[i] = s
 		return err == nil, err
 	})
@@ -251,10 +332,14 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 		stop()
 		return nil, nil
 	}
+	ok := make([]bool, len(nodes))
+	for i, err := range r.errs {
+		ok[i] = err == nil
+	}
+	w.subscribed(ok, quorum(len(nodes)))
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
 	join(lineID(key, nodes), w)
-	w.lower(r.granted)
 	return w, stop
 }
 

@@ -47,7 +47,7 @@ func TestReleasePublishes(t *testing.T) {
 
 	// A release that finds someone else's key deletes and announces nothing.
 	require.NoError(t, ms[0].Set("k", "other"))
-	ok, err := bs[0].Release(t.Context(), "k", "not-ours")
+	ok, err := bs[0].Release(t.Context(), "k", "not-ours", true)
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.Equal(t, 1, ms[0].Publish(ReleaseChannel("k"), "marker"), "our subscriber is still there")
@@ -253,8 +253,8 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := NewBackend(client(t, m.Addr())).(*goRedis)
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
-	to := func(ch chan struct{}) func() {
-		return func() {
+	to := func(ch chan struct{}) func(string) {
+		return func(string) {
 			select {
 			case ch <- struct{}{}:
 			default:

@@ -79,7 +79,7 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 	assert.NoError(t, es[4].Err)
 
 	clk.Advance(300 * time.Millisecond)
-	require.NoError(t, l.Extend(t.Context(), time.Second))
+	require.NoError(t, l.Extend(t.Context(), 2*time.Second))
 	es = rec.take()
 	require.Equal(t, []EventKind{EventNodeError, EventExtend}, kinds(es))
 	assert.Equal(t, "extend", es[0].Op)

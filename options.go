@@ -128,12 +128,16 @@ func (c *config) renewInterval() time.Duration {
 	return c.ttl / 3
 }
 
-// validateRenewal checks that the heartbeat fits in the validity; called
-// when a heartbeat is about to start, since only then does the default
-// interval matter.
+// validateRenewal checks that the heartbeat fits in the validity: an
+// extension starts one renew interval after the last one ended and may
+// take a node timeout, and must be done before the validity (TTL minus
+// drift) runs out. Called when a heartbeat is about to start, since only
+// then does the default interval matter.
 func (c *config) validateRenewal() error {
-	if every, valid := c.renewInterval(), c.ttl-c.drift(); every >= valid {
-		return invalidf("renew interval %v is not shorter than the validity %v (TTL %v minus drift)", every, valid, c.ttl)
+	every, valid, timeout := c.renewInterval(), c.ttl-c.drift(), c.timeout()
+	if every >= valid-timeout {
+		return invalidf("renew interval %v plus node timeout %v leaves no room within the validity %v (TTL %v minus drift)",
+			every, timeout, valid, c.ttl)
 	}
 	return nil
 }
@@ -193,7 +197,8 @@ func (c *config) validate() error {
 }
 
 // validateTTL checks that ttl leaves some validity after the drift
-// allowance and is longer than one node call.
+// allowance and more than one node call: a round that takes the whole
+// node timeout must still end with validity left.
 func (c *config) validateTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return invalidf("TTL %v is not positive", ttl)
@@ -201,11 +206,12 @@ func (c *config) validateTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return invalidf("TTL %v is below Redis's one-millisecond resolution", ttl)
 	}
-	if d := driftFor(ttl, c.driftFactor); ttl <= d {
+	d := driftFor(ttl, c.driftFactor)
+	if ttl <= d {
 		return invalidf("TTL %v leaves no validity after the drift allowance %v", ttl, d)
 	}
-	if c.nodeTimeout >= ttl {
-		return invalidf("node timeout %v is not shorter than the TTL %v", c.nodeTimeout, ttl)
+	if t := c.timeout(); ttl-d <= t {
+		return invalidf("TTL %v minus the drift allowance %v leaves no room for the node timeout %v", ttl, d, t)
 	}
 	return nil
 }

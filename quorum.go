@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -15,9 +16,16 @@ func quorum(n int) int { return n/2 + 1 }
 
 // driftFor is the clock-drift allowance: ttl·factor plus 2 ms for the
 // millisecond granularity of Redis expiry. Nodes whose clocks run faster
-// than ours by more than this break the safety argument.
+// than ours by more than this break the safety argument. An allowance too
+// large for a Duration saturates (and leaves no validity) instead of
+// wrapping around to a negative one.
 func driftFor(ttl time.Duration, factor float64) time.Duration {
-	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
+	const granularity = 2 * time.Millisecond
+	d := float64(ttl) * factor
+	if d >= float64(math.MaxInt64-granularity) {
+		return math.MaxInt64
+	}
+	return time.Duration(d) + granularity
 }
 
 // validity is what is left of a lock whose keys were set with ttl during a
@@ -95,8 +103,9 @@ func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 // the caller's cancellation (a cancelled request must still let go of its
 // lock) but is bounded by the per-node timeout.
 func releaseAll(ctx context.Context, nodes []Backend, cfg *config, key, token string) round {
+	announce := !cfg.noHandoff
 	return fanOut(context.WithoutCancel(ctx), nodes, cfg, "release", key, ErrNotHeld,
-		func(ctx context.Context, _ int, b Backend) (bool, error) { return b.Release(ctx, key, token) })
+		func(ctx context.Context, _ int, b Backend) (bool, error) { return b.Release(ctx, key, token, announce) })
 }
 
 // checkNodes validates a node list for New and NewSingle.

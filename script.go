@@ -29,11 +29,12 @@ func (g *goRedis) run(ctx context.Context, s script, numKeys int, keysAndArgs ..
 	args = append(args, "evalsha", s.sha, numKeys)
 	args = append(args, keysAndArgs...)
 	cmd := redis.NewCmd(ctx, args...)
-	err := g.q.process(ctx, cmd)
+	err := g.q.process(ctx, sendOnce{cmd})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// NOSCRIPT means the node ran nothing: sending EVAL is no resend.
 		args[0], args[1] = "eval", s.src
 		cmd = redis.NewCmd(ctx, args...)
-		err = g.q.process(ctx, cmd)
+		err = g.q.process(ctx, sendOnce{cmd})
 	}
 	if err != nil { // cmd may still be in flight: read nothing from it
 		return 0, err

@@ -230,11 +230,11 @@ func (s *stoppable) Acquire(ctx context.Context, key, token string, ttl time.Dur
 	return s.Backend.Acquire(ctx, key, token, ttl)
 }
 
-func (s *stoppable) Release(ctx context.Context, key, token string) (bool, error) {
+func (s *stoppable) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
 	if s.node.stopped.Load() {
 		return false, errStopped
 	}
-	return s.Backend.Release(ctx, key, token)
+	return s.Backend.Release(ctx, key, token, announce)
 }
 
 func (s *stoppable) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {

@@ -1,0 +1,133 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// newToken draws the random value one attempt stores under the key.
+func newToken() string { return uuid.NewString() }
+
+// attempt tries once on every node with token: quorum and positive
+// validity grant the lock. Anything less is rolled back at once (see
+// rollback). gated sends the attempt to the hand-off gate first
+// (gate.go). It returns the lock or the error, and what each node said
+// (nil: granted; ErrNotAcquired: held by someone else; errNotAsked: not
+// asked; another error: unknown).
+func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
+	cfg := w.cfg
+	start := cfg.clock.Now()
+	var counters []int64 // with fencing, what each node's INCR returned
+	if cfg.fencing {
+		counters = make([]int64, len(w.nodes))
+	}
+	call := func(ctx context.Context, i int, b Backend) (bool, error) {
+		if counters == nil {
+			return b.Acquire(ctx, w.key, token, cfg.ttl)
+		}
+		ok, c, err := b.(Fencer).AcquireFenced(ctx, w.key, token, cfg.ttl)
+		counters[i] = c
+		return ok, err
+	}
+	r, refused := w.round(call, gated)
+	if refused != nil {
+		return nil, r.errs, refused
+	}
+	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
+	if r.granted >= quorum(len(w.nodes)) && left > 0 && w.ctx.Err() == nil {
+		var f int64
+		if counters != nil {
+			var err error
+			if f, err = fence(w.ctx, w.nodes, cfg, w.key, token, r, counters); err != nil {
+				w.rollback(token, r)
+				return nil, r.errs, err
+			}
+			left = validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
+		}
+		if left > 0 && w.ctx.Err() == nil {
+			return w.grant(token, f, start), r.errs, nil
+		}
+	}
+	w.rollback(token, r)
+	return nil, r.errs, r.quorumError("acquire", w.key, left)
+}
+
+// round sends call to every node, or, gated, to the gate alone and then,
+// unless the gate refused, to the others. When the gate refused it returns
+// the contention error; a gate that failed is not used again in this call.
+func (w *waiter) round(call nodeCall, gated bool) (round, error) {
+	if !gated {
+		return fanOut(w.ctx, w.nodes, w.cfg, "acquire", w.key, ErrNotAcquired, call), nil
+	}
+	r, held, failed := gatedRound(w.ctx, w.nodes, w.cfg, w.key, w.gate, call)
+	if held {
+		errs := make([]error, len(w.nodes))
+		for i := range errs {
+			errs[i] = errNotAsked
+		}
+		errs[w.gate] = ErrNotAcquired
+		return round{nodes: w.nodes, errs: errs}, errGateHeld(w.key, w.nodes[w.gate])
+	}
+	if failed {
+		w.gate = -1
+		w.wake.gateOn(-1)
+	}
+	return r, nil
+}
+
+// grant makes the Lock of a granted attempt, valid from start.
+func (w *waiter) grant(token string, fence int64, start time.Time) *Lock {
+	cfg := w.cfg
+	return &Lock{key: w.key, token: token, fence: fence, nodes: w.nodes, cfg: *cfg, acquired: start,
+		until: start.Add(cfg.ttl - cfg.drift()), lost: make(chan struct{})}
+}
+
+// A leftover is a node where a failed attempt's SET may have landed (the
+// node granted, or did not answer) and whose release has not yet been
+// answered.
+type leftover struct {
+	node  int
+	token string
+}
+
+// rollback releases a failed attempt at once on every node that granted
+// it or may have, each with the attempt's own token, together with the
+// leftovers of earlier attempts whose release did not answer. A node that
+// refused held someone else's key, so it cannot hold ours and is left
+// alone. Releases run on a context detached from the caller's
+// cancellation (a cancelled Lock must still let go), bounded by the
+// per-node timeout.
+//
+// A SET delivered after its release (the network held it; the client had
+// given up) leaves a key that nobody holds, until its TTL ends: it blocks
+// the key, but no one believes they hold it, so exclusion is intact. Since
+// every attempt has its own token, such a late command can neither be
+// taken for a later attempt's grant nor delete a later attempt's key.
+func (w *waiter) rollback(token string, r round) {
+	for i, err := range r.errs {
+		if err != ErrNotAcquired && err != errNotAsked {
+			w.leftovers = append(w.leftovers, leftover{node: i, token: token})
+		}
+	}
+	if len(w.leftovers) == 0 {
+		return
+	}
+	undo := make([]Backend, len(w.leftovers))
+	for j, lo := range w.leftovers {
+		undo[j] = w.nodes[lo.node]
+	}
+	announce := !w.cfg.noHandoff
+	rr := fanOut(context.WithoutCancel(w.ctx), undo, w.cfg, "release", w.key, ErrNotHeld,
+		func(ctx context.Context, j int, b Backend) (bool, error) {
+			return b.Release(ctx, w.key, w.leftovers[j].token, announce)
+		})
+	unanswered := w.leftovers[:0]
+	for j, err := range rr.errs {
+		if err != nil && err != ErrNotHeld {
+			unanswered = append(unanswered, w.leftovers[j])
+		}
+	}
+	w.leftovers = unanswered
+}
