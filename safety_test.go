@@ -1,0 +1,403 @@
+package redlock
+
+// Regression tests for the safety review (issue 8): each shows one way a
+// real network or a real client library could make the lock lie, using
+// only what such a network delivers: a command delivered after its client
+// gave up, a reply lost after the command ran, a command resent on a new
+// connection.
+
+import (
+	"context"
+	"io"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lateBackend delivers commands late: while late is set, Acquire and
+// Release do not reach the node; the caller gets a timeout, as after a
+// network that holds its packets, and the command is kept to be delivered
+// by deliver, after the caller gave up, as TCP delivers data in flight.
+type lateBackend struct {
+	Backend
+	mu      sync.Mutex
+	late    bool
+	pending []func()
+}
+
+func (b *lateBackend) hold(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.late {
+		return false
+	}
+	b.pending = append(b.pending, f)
+	return true
+}
+
+func (b *lateBackend) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if b.hold(func() { _, _ = b.Backend.Acquire(context.Background(), key, token, ttl) }) {
+		return false, context.DeadlineExceeded
+	}
+	return b.Backend.Acquire(ctx, key, token, ttl)
+}
+
+func (b *lateBackend) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	if b.hold(func() { _, _ = b.Backend.Release(context.Background(), key, token, announce) }) {
+		return false, context.DeadlineExceeded
+	}
+	return b.Backend.Release(ctx, key, token, announce)
+}
+
+// onTime stops holding commands; deliver then sends the held ones.
+func (b *lateBackend) onTime() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.late = false
+}
+
+func (b *lateBackend) deliver() {
+	b.mu.Lock()
+	pending := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, f := range pending {
+		f()
+	}
+}
+
+// holdersOf counts the nodes whose key holds token.
+func holdersOf(t *testing.T, ms []*miniredis.Miniredis, key, token string) int {
+	t.Helper()
+	n := 0
+	for _, m := range ms {
+		if v, err := m.Get(key); err == nil && v == token {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock is finding 1. N = 3;
+// during attempt 1 two nodes are slow: their SET and the rollback's release
+// time out on the client and are delivered later. Attempt 2 takes all
+// three nodes. Then the late commands land. With one token for every
+// attempt of the call, attempt 1's late release deleted attempt 2's keys
+// on the slow nodes, leaving the holder on one node of three while it
+// believed it held the lock, and a second client took the lock.
+func TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock(t *testing.T) {
+	ms, bs := minis(t, 3)
+	slow := []*lateBackend{{Backend: bs[1], late: true}, {Backend: bs[2], late: true}}
+	nodes := []Backend{bs[0], slow[0], slow[1]}
+	var attempts atomic.Int32
+	strategy := strategyFunc(func(retry int) (time.Duration, bool) {
+		if retry > 0 {
+			return 0, false
+		}
+		// Attempt 1 has failed and been rolled back: the network heals.
+		attempts.Add(1)
+		for _, s := range slow {
+			s.onTime()
+		}
+		return time.Millisecond, true
+	})
+	r, err := New(nodes, WithStrategy(strategy), WithHandoff(false), WithTTL(time.Minute))
+	require.NoError(t, err)
+	l, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, attempts.Load(), "granted on the second attempt")
+	require.Equal(t, 3, holdersOf(t, ms, "k", l.Token()))
+
+	for _, s := range slow {
+		s.deliver() // attempt 1's SET, then its rollback's release
+	}
+	assert.GreaterOrEqual(t, holdersOf(t, ms, "k", l.Token()), quorum(3),
+		"a quorum of nodes still holds the lock's token while it is valid")
+	other, err := New(bs, WithStrategy(Reject()), WithHandoff(false))
+	require.NoError(t, err)
+	_, err = other.Lock(t.Context(), "k")
+	assert.ErrorIs(t, err, ErrNotAcquired, "nobody else can take a valid lock")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// strategyFunc adapts a function to Strategy.
+type strategyFunc func(retry int) (time.Duration, bool)
+
+func (f strategyFunc) Backoff(retry int) (time.Duration, bool) { return f(retry) }
+
+// replyLoser is a go-redis Dialer whose connections can lose one reply:
+// after arm, the next reply read is thrown away once it has arrived (so
+// the command ran) and the connection breaks, as when a network loses the
+// reply and then the connection.
+type replyLoser struct{ armed atomic.Bool }
+
+func (d *replyLoser) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &losingConn{Conn: c, d: d}, nil
+}
+
+type losingConn struct {
+	net.Conn
+	d *replyLoser
+}
+
+func (c *losingConn) Read(p []byte) (int, error) {
+	if !c.d.armed.CompareAndSwap(true, false) {
+		return c.Conn.Read(p)
+	}
+	_, _ = c.Conn.Read(p) // the reply arrived: the command ran
+	_ = c.Conn.Close()
+	return 0, io.ErrUnexpectedEOF
+}
+
+// losingClient is a go-redis client with the library's default retries
+// (MaxRetries 0 means 3) whose replies can be lost.
+func losingClient(t *testing.T, addr string) (*redis.Client, *replyLoser) {
+	d := &replyLoser{}
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, Dialer: d.dial, PoolSize: 1})
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.Ping(t.Context()).Err(), "warm the pool up before losing replies")
+	return c, d
+}
+
+// TestResentCommandsCannotLie is finding 2. go-redis resends a command
+// whose connection broke. A SET NX that ran but whose reply was lost came
+// back as "held by someone else" and our own key stayed, blocking everyone
+// for the TTL; a release that ran but whose reply was lost came back as
+// "not ours", and Unlock reported ErrNotHeld (Do: ErrLockLost) although
+// the lock was released.
+func TestResentCommandsCannotLie(t *testing.T) {
+	t.Run("acquire", func(t *testing.T) {
+		m := miniredis.RunT(t)
+		c, loser := losingClient(t, m.Addr())
+		s, err := NewSingle(NewBackend(c), WithStrategy(Reject()))
+		require.NoError(t, err)
+		loser.armed.Store(true)
+		_, err = s.Lock(t.Context(), "k")
+		require.Error(t, err, "the reply was lost")
+		assert.False(t, m.Exists("k"), "the key we may have set is rolled back, not left to block everyone")
+
+		l, err := s.Lock(t.Context(), "k")
+		require.NoError(t, err, "the key is free again")
+		require.NoError(t, l.Unlock(t.Context()))
+	})
+	t.Run("release", func(t *testing.T) {
+		m := miniredis.RunT(t)
+		c, loser := losingClient(t, m.Addr())
+		s, err := NewSingle(NewBackend(c), WithStrategy(Reject()))
+		require.NoError(t, err)
+		l, err := s.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(t.Context()), "the node has the release script now")
+		l, err = s.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		loser.armed.Store(true)
+		err = l.Unlock(t.Context())
+		assert.False(t, m.Exists("k"), "the release ran")
+		assert.NotErrorIs(t, err, ErrNotHeld, "a lost reply is not a lost lock")
+		assert.ErrorIs(t, err, ErrUnavailable, "the node's answer is unknown")
+	})
+	t.Run("Do", func(t *testing.T) {
+		m := miniredis.RunT(t)
+		c, loser := losingClient(t, m.Addr())
+		s, err := NewSingle(NewBackend(c), WithStrategy(Reject()))
+		require.NoError(t, err)
+		require.NoError(t, s.Do(t.Context(), "k", func(context.Context) error { return nil }),
+			"the node has the release script now")
+		err = s.Do(t.Context(), "k", func(context.Context) error {
+			loser.armed.Store(true) // the release's reply is lost
+			return nil
+		})
+		assert.NoError(t, err, "the release ran; nothing was lost")
+		assert.False(t, m.Exists("k"))
+	})
+}
+
+// TestQueuedWaiterAttemptsOnItsOwnDelays is finding 5. A second Lock call
+// of a process queues behind the first waiter. When the holder crashed
+// (its key expires, which announces nothing), the queued call used to let
+// its delays pass without attempting and fail with ErrTimeout "after 0
+// attempts" on a key that existed nowhere.
+func TestQueuedWaiterAttemptsOnItsOwnDelays(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := NewSingle(bs[0])
+	require.NoError(t, err)
+	_, err = s.Lock(t.Context(), "k") // the holder, which will crash
+	require.NoError(t, err)
+
+	first, stopFirst := context.WithCancel(t.Context())
+	firstDone := make(chan error, 1)
+	var refusals atomic.Int32
+	countRefusals := ObserverFunc(func(e Event) {
+		if e.Kind == EventContention {
+			refusals.Add(1)
+		}
+	})
+	go func() {
+		_, err := s.Lock(first, "k", WithStrategy(Retry(10, time.Hour)), WithObserver(countRefusals))
+		firstDone <- err
+	}()
+	// The first waiter is in line and has made its attempts: the first,
+	// and the one right after subscribing; its next comes in an hour.
+	waitUntil(t, func() bool { return inLine("k", bs) == 1 && refusals.Load() == 2 })
+
+	ms[0].Del("k") // the holder's key expires: nothing is announced
+	l, err := s.Lock(t.Context(), "k", WithStrategy(Retry(3, 5*time.Millisecond)))
+	require.NoError(t, err, "the queued waiter attempts when its delay runs out, and finds the key free")
+	require.NoError(t, l.Unlock(t.Context()))
+	stopFirst()
+	assert.ErrorIs(t, <-firstDone, context.Canceled)
+}
+
+// hybridClock reads time from a fake clock, which the nodes move, and
+// waits on real timers, so that announcements race the delays for real.
+type hybridClock struct{ *fakeClock }
+
+func (hybridClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// TestOwnRollbackDoesNotWakeTheCaller is finding 9. Every round ends with
+// no validity left (the three nodes answer after 33 ms each on the clock,
+// TTL 100 ms), so every attempt is rolled back, and each rollback's release
+// announcement woke the caller that made it: it attempted again at once,
+// 21 times instead of 4 under Retry(3, 100ms).
+func TestOwnRollbackDoesNotWakeTheCaller(t *testing.T) {
+	for _, handoff := range []bool{false, true} {
+		t.Run(map[bool]string{false: "handoff off", true: "handoff on"}[handoff], func(t *testing.T) {
+			_, bs := minis(t, 3)
+			clk := hybridClock{newFakeClock()}
+			nodes := make([]Backend, len(bs))
+			for i, b := range bs {
+				h := &hookBackend{Backend: b}
+				h.before = func(context.Context) error { clk.Advance(33 * time.Millisecond); return nil }
+				nodes[i] = notifyingHook{h}
+			}
+			var attempts atomic.Int64
+			count := ObserverFunc(func(e Event) {
+				if e.Kind == EventAcquire {
+					attempts.Store(int64(e.Attempt))
+				}
+			})
+			r, err := New(nodes, WithTTL(100*time.Millisecond), WithNodeTimeout(50*time.Millisecond),
+				WithClock(clk), WithStrategy(Retry(3, 20*time.Millisecond)), WithHandoff(handoff), WithObserver(count))
+			require.NoError(t, err)
+			_, err = r.Lock(t.Context(), "k")
+			require.ErrorIs(t, err, ErrNotAcquired)
+			want := 4 // the first attempt and one per retry
+			if handoff {
+				want++ // the attempt right after subscribing, which catches a release made meanwhile
+			}
+			assert.EqualValues(t, want, attempts.Load(), "attempts")
+		})
+	}
+}
+
+// notifyingHook is a hookBackend that still announces releases.
+type notifyingHook struct{ *hookBackend }
+
+func (h notifyingHook) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+	return h.Backend.(Notifier).Notify(ctx, key, released)
+}
+
+// TestReleaseWithoutPublish is finding 8 on miniredis: with hand-off off
+// the release script does not publish at all.
+func TestReleaseWithoutPublish(t *testing.T) {
+	m, bs := minis(t, 1)
+	ps := client(t, m[0].Addr()).Subscribe(t.Context(), ReleaseChannel("k"))
+	defer ps.Close()
+	_, err := ps.Receive(t.Context()) // the subscription is active
+	require.NoError(t, err)
+
+	s, err := NewSingle(bs[0], WithHandoff(false))
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	l, err = s.Lock(t.Context(), "k", WithHandoff(true))
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	msg, err := ps.ReceiveMessage(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, l.Token(), msg.Payload, "only the release with hand-off on announced, with its token")
+}
+
+// TestBadTimingsAreRefused is finding 10: a drift allowance that overflowed
+// into a negative duration, and TTLs and renew intervals that leave no
+// room for a node call.
+func TestBadTimingsAreRefused(t *testing.T) {
+	_, bs := minis(t, 1)
+	nearOne := math.Nextafter(1, 0)
+	_, err := NewSingle(bs[0], WithTTL(math.MaxInt64), WithDriftFactor(nearOne))
+	assert.ErrorIs(t, err, ErrInvalid, "the drift allowance does not wrap around to a negative duration")
+	assert.Equal(t, time.Duration(math.MaxInt64), driftFor(math.MaxInt64, nearOne), "it saturates")
+
+	_, err = NewSingle(bs[0], WithTTL(time.Second), WithNodeTimeout(995*time.Millisecond))
+	assert.ErrorIs(t, err, ErrInvalid, "TTL 1 s minus 12 ms of drift leaves no room for a 995 ms node call")
+	_, err = NewSingle(bs[0], WithTTL(time.Second), WithRenewEvery(900*time.Millisecond))
+	assert.ErrorIs(t, err, ErrInvalid, "900 ms plus the 100 ms node timeout do not fit in 988 ms")
+
+	s, err := NewSingle(bs[0], WithTTL(10*time.Second)) // node timeout 1 s
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), ErrInvalid, "an extension to 1 s cannot outlast a 1 s node call")
+	require.NoError(t, l.Extend(t.Context(), 2*time.Second))
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestCancelledLockSendsNothing is finding 10: a Lock whose context was
+// already cancelled sent a rollback to every node.
+func TestCancelledLockSendsNothing(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := New(bs)
+	require.NoError(t, err)
+	before := 0
+	for _, m := range ms {
+		before += m.CommandCount()
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = r.Lock(ctx, "k")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
+	after := 0
+	for _, m := range ms {
+		after += m.CommandCount()
+	}
+	assert.Equal(t, before, after, "no command reached any node")
+}
+
+// TestRealServerReleaseWherePublishIsDenied is finding 8: on a server whose
+// ACL denies PUBLISH, release.lua deleted the key and then failed, so
+// every Unlock reported ErrUnavailable although it had released.
+func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
+	c := redisserver.Start(t, 1)
+	addr := c.Addrs()[0]
+	require.NoError(t, client(t, addr).Do(t.Context(),
+		"acl", "setuser", "locker", "on", ">secret", "~*", "&*", "+@all", "-publish").Err())
+	restricted := redis.NewClient(&redis.Options{Addr: addr, Username: "locker", Password: "secret",
+		ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { restricted.Close() })
+	require.Error(t, restricted.Publish(t.Context(), "x", "").Err(), "the ACL denies PUBLISH")
+
+	for _, handoff := range []bool{false, true} {
+		s, err := NewSingle(NewBackend(restricted), WithHandoff(handoff))
+		require.NoError(t, err)
+		l, err := s.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		assert.NoError(t, l.Unlock(t.Context()), "hand-off %v: the release is not failed by its announcement", handoff)
+		assert.Zero(t, client(t, addr).Exists(t.Context(), "k").Val(), "hand-off %v: released", handoff)
+	}
+}
