@@ -171,10 +171,12 @@ func (l *Lock) release(ctx context.Context, until time.Time) error {
 // still holds our token, with compare-and-pexpire (extend.lua); it never
 // re-creates a key that expired. It succeeds only when a quorum extended
 // before the current validity ran out; the new validity is then
-// ttl − elapsed − drift, as for an acquisition. On failure the lock keeps
-// its old validity and the error matches ErrNotHeld (or ErrUnavailable
-// when too few nodes answered). A lock whose Lost channel closed because
-// it was lost is not extended again: ErrNotHeld.
+// ttl − elapsed − drift, as for an acquisition; ttl minus its drift
+// allowance must exceed the node timeout (ErrInvalid otherwise). On
+// failure the lock keeps its old validity and the error matches
+// ErrNotHeld (or ErrUnavailable when too few nodes answered). A lock whose
+// Lost channel closed because it was lost is not extended again:
+// ErrNotHeld.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return invalidf("nil context")

@@ -60,14 +60,19 @@ func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 
 // WithNodeTimeout bounds every call to one node: acquire, extend and
 // release. It must be much smaller than the TTL so a dead or paused node
-// cannot eat the validity. Default TTL/10, at most one second.
+// cannot eat the validity, and it must be below the validity (TTL minus
+// the drift allowance), or a round that took the whole timeout could
+// never grant: such a configuration is ErrInvalid. Default TTL/10, at
+// most one second.
 func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
 
 // WithRenewEvery sets how often the heartbeat of Do (and of a Lock taken
 // WithAutoRenew) extends the lock, each time by the TTL. Default TTL/3,
 // which leaves two more heartbeats' worth of validity after one slow or
-// failed round; d must be positive and shorter than the validity (TTL
-// minus the drift allowance), or there would be no time to renew.
+// failed round; d must be positive, and d plus the node timeout must be
+// shorter than the validity (TTL minus the drift allowance), or an
+// extension that starts on time and takes the whole node timeout would
+// end after the lock expired.
 func WithRenewEvery(d time.Duration) Option {
 	return func(c *config) {
 		c.renewEvery = d
@@ -89,10 +94,11 @@ func WithAutoRenew() Option { return func(c *config) { c.autoRenew = true } }
 // With them on, a waiter under the Retry strategy whose nodes support
 // them (see Notifier; the go-redis adapter does) retries as soon as the
 // holder releases instead of sleeping out its backoff delay, and the
-// waiters of one process for a key take strict turns in arrival order (a
-// new call joins the line instead of barging in; see notify.go).
-// Switching them off is for measuring the difference and for servers
-// where PUBLISH/SUBSCRIBE is disabled.
+// waiters of one process for a key stand in line in arrival order (a new
+// call joins the line instead of barging in, and a release wakes the
+// first; see notify.go). Switching them off is for measuring the
+// difference and for servers where PUBLISH/SUBSCRIBE is disabled: releases
+// then publish nothing.
 func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
 
 // setup checks a locker's nodes and default options.

@@ -29,10 +29,10 @@ func (reject) String() string                    { return "reject" }
 // waits 100 ms, 200 ms and 400 ms, then gives up with ErrTimeout. The
 // delays are exact (no jitter): a waiter is woken earlier only by a
 // release notification, never later than documented. With hand-off on
-// (the default), waiters of one process for a key take turns: a call
-// that finds others of its process already waiting stands in line
-// behind them, and its attempts come on its turn; the delays still bound
-// how long it waits before giving up with ErrTimeout (see WithHandoff).
+// (the default), a call that finds others of its process already waiting
+// for the key stands in line behind them instead of attempting at once; it
+// still attempts whenever one of its delays runs out, so ErrTimeout always
+// means that its last attempt found the key held (see WithHandoff).
 //
 // Negative arguments are reported by New, NewSingle or Lock as ErrInvalid.
 func Retry(retries int, baseDelay time.Duration) Strategy {
