@@ -24,16 +24,14 @@ func do(ctx context.Context, nodes []Backend, base config, key string, fn func(c
 	if fn == nil {
 		return invalidf("nil function")
 	}
-	if ctx != nil { // acquire reports a nil ctx
-		cfg := base.with(opts)
-		if err := cfg.validate(); err != nil {
-			return err
-		}
-		if err := cfg.validateRenewal(); err != nil {
-			return err
-		}
+	cfg, err := prepare(ctx, nodes, base, key, opts)
+	if err != nil {
+		return err
 	}
-	l, err := acquire(ctx, nodes, base, key, opts)
+	if err := cfg.validateRenewal(); err != nil {
+		return err
+	}
+	l, err := acquirePrepared(ctx, nodes, &cfg, key)
 	if err != nil {
 		return err
 	}
