@@ -53,7 +53,7 @@ since nothing would renew the lock any more.
 
 Masters: --addrs (host:port or redis:// URLs), else LOCK_DISTRIBUTED_NODES
 (comma-separated redis:// URLs). One master gives a single-instance lock,
-several a Redlock.
+several a Redlock. Messages show a URL's user info (password) as xxxxx.
 
 Exit status: the command's own (128+signal when a signal ended it), or
    75  the lock was held elsewhere for all of --wait; the command did not run
