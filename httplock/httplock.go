@@ -146,8 +146,9 @@ var ErrMisconfigured = errors.New("httplock: misconfigured")
 // An ErrorHandler answers a request that did not get its lock, or lost it
 // before writing a response. err matches redlock.ErrNotAcquired (the
 // record is busy), ErrBadRecord, ErrMisconfigured, redlock.ErrLockLost,
-// or anything else the locker returned (redlock.ErrUnavailable, usually). WriteError is the
-// default; a custom handler can log and then call it.
+// or anything else the locker returned (redlock.ErrUnavailable, usually).
+// WriteError is the default; a custom handler can log and then call it
+// (log ErrMisconfigured: it is a bug in the server, not the client).
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // Middleware locks records around the handlers it wraps. Build it with New;
