@@ -61,7 +61,9 @@ func EnvLookup(dotenv ...string) (func(string) (string, bool), error) {
 //
 // A line that is none of these (no '=', a bad key, an unterminated
 // quote, text after the closing quote) is an error matching ErrInvalid
-// that names the line number.
+// that names the line number and what is wrong, and quotes nothing of the
+// line but a valid variable name: a .env file holds passwords, and a
+// malformed line may be one.
 func ParseDotEnv(r io.Reader) (map[string]string, error) {
 	vars := make(map[string]string)
 	sc := bufio.NewScanner(r)
@@ -75,11 +77,11 @@ func ParseDotEnv(r io.Reader) (map[string]string, error) {
 		}
 		key, raw, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, invalidf(".env line %d: want KEY=VALUE, got %q", n, line)
+			return nil, invalidf(".env line %d: want KEY=VALUE, found no '='", n)
 		}
 		key = strings.TrimSpace(key)
 		if !validEnvKey(key) {
-			return nil, invalidf(".env line %d: bad variable name %q", n, key)
+			return nil, invalidf(".env line %d: bad variable name before '=' (want letters, digits and '_', not starting with a digit)", n)
 		}
 		value, err := dotEnvValue(strings.TrimSpace(raw))
 		if err != nil {
@@ -158,7 +160,7 @@ func dotEnvValue(s string) (string, error) {
 		return strings.TrimSpace(s), nil
 	}
 	if rest = strings.TrimSpace(rest); rest != "" && rest[0] != '#' {
-		return "", fmt.Errorf("unexpected %q after the closing quote", rest)
+		return "", fmt.Errorf("unexpected text after the closing quote")
 	}
 	return value, nil
 }

@@ -140,3 +140,30 @@ func TestDotEnvFromEnv(t *testing.T) {
 	require.NoError(t, a.Unlock(t.Context()))
 	require.NoError(t, b.Unlock(t.Context()))
 }
+
+// A malformed .env line may hold a password: the error gives its line
+// number and what is wrong, never its text.
+func TestDotEnvErrorsHidePasswords(t *testing.T) {
+	tests := map[string]string{
+		"no equals":          "A=1\nredis://:pa55/w0rd@10.0.0.1:6379\n",
+		"bad key":            "A=1\nredis://:pa55/w0rd@10.0.0.1:6379/0?db=1\n",
+		"key with blank":     "A=1\nLOCK PASSWORD pa55/w0rd=1\n",
+		"text after quote":   "A=1\nLOCK_DISTRIBUTED_NODES=\"redis://:pa55\"/w0rd@10.0.0.1:6379\n",
+		"text after quote 2": "A=1\nREDIS_PASSWORD='x'pa55/w0rd\n",
+		"unterminated":       "A=1\nREDIS_PASSWORD=\"pa55/w0rd\n",
+	}
+	for name, file := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseDotEnv(strings.NewReader(file))
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.Contains(t, err.Error(), "line 2")
+			assertNoSecret(t, err)
+
+			p := writeFile(t, "secret.env", file)
+			_, err = EnvLookup(p)
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.Contains(t, err.Error(), p)
+			assertNoSecret(t, err)
+		})
+	}
+}

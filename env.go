@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,20 +61,83 @@ type Config struct {
 	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
 	// in the syntax of redis.ParseURL. One URL gives a Single locker,
 	// several a Redlock over independent masters. Required when Enabled.
+	//
+	// A URL may hold a password. Printing a Config (any fmt verb, String,
+	// slog) shows each URL's user info as xxxxx; the field itself is
+	// never changed.
 	Nodes []string
+}
+
+// redacted returns c with the user info of its node URLs masked.
+func (c Config) redacted() Config {
+	if c.Nodes != nil {
+		nodes := make([]string, len(c.Nodes))
+		for i, u := range c.Nodes {
+			nodes[i] = redact.URLs(u)
+		}
+		c.Nodes = nodes
+	}
+	return c
+}
+
+// String formats c as fmt's %v formats a struct, with the user info
+// (user name and password) of every node URL replaced by xxxxx:
+//
+//	{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]}
+func (c Config) String() string { return fmt.Sprint(c) }
+
+// GoString is String in Go syntax, for %#v.
+func (c Config) GoString() string {
+	r := c.redacted()
+	return fmt.Sprintf("redlock.Config{Enabled:%#v, Strategy:%#v, TTL:%#v, Retries:%#v, RetryDelay:%#v, Nodes:%#v}",
+		r.Enabled, r.Strategy, int64(r.TTL), r.Retries, int64(r.RetryDelay), r.Nodes)
+}
+
+// Format implements fmt.Formatter so that no verb prints a password: %v,
+// %+v and %s print the fields as for any struct, %#v prints GoString, and
+// every other verb applies to the fields as usual, all with the node URLs'
+// user info replaced by xxxxx.
+func (c Config) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, c.GoString())
+		return
+	}
+	type fields Config // the same fields, without these methods
+	fmt.Fprintf(f, fmt.FormatString(f, verb), fields(c.redacted()))
+}
+
+// LogValue implements slog.LogValuer: a group of the fields, with the node
+// URLs' user info replaced by xxxxx.
+func (c Config) LogValue() slog.Value {
+	r := c.redacted()
+	return slog.GroupValue(
+		slog.Bool("enabled", r.Enabled),
+		slog.String("strategy", r.Strategy),
+		slog.Duration("ttl", r.TTL),
+		slog.Int("retries", r.Retries),
+		slog.Duration("retry_delay", r.RetryDelay),
+		slog.Any("nodes", r.Nodes),
+	)
 }
 
 // EnvError reports a malformed configuration variable. It matches
 // ErrInvalid, and also the parse error underneath (such as
 // strconv.ErrSyntax) when there is one.
+//
+// It never holds a password: the errors this package returns carry the
+// value with the user info of every URL in it replaced by xxxxx (see
+// Config.Nodes), and an error about a node URL is worded from that masked
+// text, so it is safe to log (log.Fatal(err)) or print with any verb.
 type EnvError struct {
 	Var   string // the variable, e.g. "LOCK_DISTRIBUTED_TTL"
-	Value string // its value as found
+	Value string // its value as found, URL user info masked as xxxxx
 	Err   error  // what is wrong with it
 }
 
+// Error masks URL user info in Value also when the EnvError was built
+// elsewhere.
 func (e *EnvError) Error() string {
-	return fmt.Sprintf("redlock: invalid %s=%q: %v", e.Var, e.Value, e.Err)
+	return fmt.Sprintf("redlock: invalid %s=%q: %v", e.Var, redact.URLs(e.Value), e.Err)
 }
 
 // Unwrap returns ErrInvalid and the underlying error.
@@ -111,7 +176,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		RetryDelay: DefaultRetryDelay,
 	}
 	bad := func(name, raw string, err error) (Config, error) {
-		return Config{}, &EnvError{Var: name, Value: raw, Err: err}
+		return Config{}, &EnvError{Var: name, Value: redact.URLs(raw), Err: err}
 	}
 
 	if raw, v, ok := get(EnvEnabled); ok {
@@ -154,13 +219,13 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		c.RetryDelay = d
 	}
 	if raw, v, ok := get(EnvNodes); ok {
-		for u := range strings.SplitSeq(v, ",") {
+		for i, u := range strings.Split(v, ",") {
 			u = strings.TrimSpace(u)
 			if u == "" {
 				return bad(EnvNodes, raw, errors.New("empty URL in the list"))
 			}
 			if _, err := redis.ParseURL(u); err != nil {
-				return bad(EnvNodes, raw, fmt.Errorf("%q: %w", u, err))
+				return bad(EnvNodes, raw, nodeURLError(v, i, err))
 			}
 			c.Nodes = append(c.Nodes, u)
 		}
@@ -170,6 +235,30 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return bad(EnvNodes, raw, fmt.Errorf("required when %s is true", EnvEnabled))
 	}
 	return c, nil
+}
+
+// nodeURLError says why URL i of the comma-separated list did not parse
+// (err, from redis.ParseURL), without a word of any password in the list.
+// redis.ParseURL quotes the URL, or pieces of it, in its errors; a
+// password containing '/', '#', ',' or a bad escape makes those pieces
+// part of the password. So the error is worded from the masked list
+// instead: the masked URL, and the error that parsing the masked URL
+// gives. When masking merged URLs (a ',' in user info) there is nothing
+// safe to quote but the URL's position.
+func nodeURLError(list string, i int, err error) error {
+	urls := strings.Split(list, ",")
+	masked := strings.Split(redact.URLs(list), ",")
+	if len(masked) != len(urls) {
+		return fmt.Errorf("URL %d of the list is malformed (not shown: it has user info)", i+1)
+	}
+	u, mu := strings.TrimSpace(urls[i]), strings.TrimSpace(masked[i])
+	if mu == u { // no user info: nothing to hide
+		return fmt.Errorf("%q: %w", u, err)
+	}
+	if _, merr := redis.ParseURL(mu); merr != nil {
+		return fmt.Errorf("%q: %w", mu, merr)
+	}
+	return fmt.Errorf("%q: malformed user info (not shown; write a password's special characters as %%XX escapes)", mu)
 }
 
 // parseCount parses a non-negative decimal integer (no sign, no unit) and
@@ -182,6 +271,11 @@ func parseCount(s string, unit time.Duration) (time.Duration, error) {
 		return 0, errors.New("want a plain integer")
 	}
 	n, err := strconv.ParseUint(s, 10, 63)
+	if ne := (*strconv.NumError)(nil); errors.As(err, &ne) {
+		// ne.Err (ErrSyntax, ErrRange) only: ne quotes the value, which the
+		// EnvError shows already, masked.
+		err = ne.Err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("want a non-negative integer: %w", err)
 	}
@@ -255,7 +349,7 @@ func (c Config) Open(opts ...Option) (Locker, io.Closer, error) {
 		o, err := redis.ParseURL(u)
 		if err != nil {
 			closeAll()
-			return nil, nil, &EnvError{Var: EnvNodes, Value: u, Err: err}
+			return nil, nil, &EnvError{Var: EnvNodes, Value: redact.URLs(u), Err: nodeURLError(u, 0, err)}
 		}
 		o.ContextTimeoutEnabled = true
 		cl := redis.NewClient(o)

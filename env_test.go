@@ -1,14 +1,20 @@
 package redlock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -320,5 +326,157 @@ func TestConfigEnabledRealNodes(t *testing.T) {
 			assert.ErrorIs(t, err, ErrUnavailable, "closed clients cannot answer")
 			assert.False(t, errors.Is(err, ErrNotAcquired))
 		})
+	}
+}
+
+// secret is the password the redaction tests put into node URLs; pieces
+// are fragments of it that a parser could quote on their own.
+const secret = "pa55/w0rd"
+
+var secretPieces = []string{"pa55", "w0rd"}
+
+// assertNoSecret fails when any rendering of v (its Error or String, %v,
+// %+v, %#v, %s, %q, %d, and slog's text and JSON output) shows the
+// password or a piece of it.
+func assertNoSecret(t *testing.T, v any, pieces ...string) {
+	t.Helper()
+	var outs []string
+	if err, ok := v.(error); ok {
+		outs = append(outs, err.Error())
+	}
+	if s, ok := v.(fmt.Stringer); ok {
+		outs = append(outs, s.String())
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%d"} {
+		outs = append(outs, fmt.Sprintf(verb, v))
+	}
+	var logs bytes.Buffer
+	slog.New(slog.NewTextHandler(&logs, nil)).Error("startup failed", "v", v)
+	slog.New(slog.NewJSONHandler(&logs, nil)).Error("startup failed", "v", v)
+	outs = append(outs, logs.String())
+	if len(pieces) == 0 {
+		pieces = append([]string{secret}, secretPieces...)
+	}
+	for _, out := range outs {
+		for _, p := range pieces {
+			if strings.Contains(out, p) {
+				t.Errorf("%q shows %q", out, p)
+				return
+			}
+		}
+	}
+}
+
+// A malformed LOCK_DISTRIBUTED_NODES never shows a password, however the
+// URLs around it are broken; the error still names the variable and shows
+// the URLs with their user info masked.
+func TestConfigErrorsHidePasswords(t *testing.T) {
+	enc := url.UserPassword("alice", secret).String() // alice:pa55%2Fw0rd
+	tests := []struct {
+		name, value, shows string
+	}{
+		{"bad db", "redis://:" + url.PathEscape(secret) + "@127.0.0.1:6379/db", `"redis://xxxxx@127.0.0.1:6379/db"`},
+		{"user and bad db", "redis://" + enc + "@127.0.0.1:6379/x", "invalid database number"},
+		{"another URL bad", "redis://" + enc + "@127.0.0.1:7001,http://127.0.0.1:7002", "redis://xxxxx@127.0.0.1:7001,http://127.0.0.1:7002"},
+		{"empty element", "redis://" + enc + "@127.0.0.1:7001,,redis://127.0.0.1:7002", "empty URL"},
+		{"unescaped slash", "redis://:" + secret + "@127.0.0.1:6379", "redis://xxxxx@127.0.0.1:6379"},
+		{"unescaped slash, user", "redis://alice:" + secret + "@127.0.0.1:6379/0", "redis://xxxxx@127.0.0.1:6379/0"},
+		{"comma", "redis://:pa55,w0rd@127.0.0.1:6379", "xxxxx"},
+		{"blank", "redis://:pa55 w0rd@127.0.0.1:6379", "xxxxx"},
+		{"bad escape", "redis://:pa55%zzw0rd@127.0.0.1:6379", "xxxxx"},
+		{"at sign", "redis://:pa55@w0rd@127.0.0.1:6379/db", "xxxxx"},
+		{"no scheme", ":" + secret + "@127.0.0.1:6379", "xxxxx@127.0.0.1:6379"},
+		{"bad query", "redis://:" + url.PathEscape(secret) + "@127.0.0.1:6379?dial_timeout=soon", "dial_timeout"},
+		{"user only", "redis://pa55w0rd@127.0.0.1:6379/db", "xxxxx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfig(vars(map[string]string{EnvEnabled: "true", EnvNodes: tt.value}))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalid)
+			var ee *EnvError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, EnvNodes, ee.Var)
+			assert.Contains(t, err.Error(), EnvNodes)
+			assert.Contains(t, err.Error(), tt.shows)
+			assertNoSecret(t, err, "pa55", "w0rd", "alice")
+			assertNoSecret(t, ee.Value, "pa55", "w0rd", "alice")
+		})
+	}
+
+	// A URL put into the wrong variable by mistake is masked too.
+	_, err := LoadConfig(vars(map[string]string{EnvTTL: "redis://:" + secret + "@127.0.0.1:6379"}))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), EnvTTL)
+	assertNoSecret(t, err)
+
+	// Config.Open checks the URLs of a Config built by hand the same way.
+	for _, u := range []string{"redis://:" + secret + "@127.0.0.1:6379", "redis://:" + url.PathEscape(secret) + "@127.0.0.1:6379/db"} {
+		_, _, err = Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second, Nodes: []string{u}}.Open()
+		require.ErrorIs(t, err, ErrInvalid)
+		assert.Contains(t, err.Error(), "xxxxx@127.0.0.1:6379")
+		assertNoSecret(t, err)
+	}
+}
+
+// Printing or logging a Config masks the user info of its nodes, with
+// every fmt verb and with slog, and leaves the Config itself intact.
+func TestConfigPrintingHidesPasswords(t *testing.T) {
+	enc := url.PathEscape(secret)
+	c := Config{Enabled: true, Strategy: StrategyRetry, TTL: 10 * time.Second, Retries: 3, RetryDelay: 100 * time.Millisecond,
+		Nodes: []string{"redis://alice:" + enc + "@10.0.0.1:6379/0", "redis://:" + enc + "@10.0.0.2:6379", "redis://10.0.0.3:6379"}}
+	orig := slices.Clone(c.Nodes)
+	assertNoSecret(t, c, "pa55", "w0rd", "alice")
+	assertNoSecret(t, &c, "pa55", "w0rd", "alice")
+	assert.Equal(t, orig, c.Nodes, "printing does not change the Config")
+
+	assert.Equal(t, "{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]}", fmt.Sprint(c))
+	assert.Equal(t, "{Enabled:true Strategy:retry TTL:10s Retries:3 RetryDelay:100ms "+
+		"Nodes:[redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]}", fmt.Sprintf("%+v", c))
+	assert.Equal(t, `redlock.Config{Enabled:true, Strategy:"retry", TTL:10000000000, Retries:3, RetryDelay:100000000, `+
+		`Nodes:[]string{"redis://xxxxx@10.0.0.1:6379/0", "redis://xxxxx@10.0.0.2:6379", "redis://10.0.0.3:6379"}}`, fmt.Sprintf("%#v", c))
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("lock config", "config", c)
+	assert.Contains(t, logs.String(), `"config":{"enabled":true,"strategy":"retry","ttl":10000000000,"retries":3,"retry_delay":100000000,`+
+		`"nodes":["redis://xxxxx@10.0.0.1:6379/0","redis://xxxxx@10.0.0.2:6379","redis://10.0.0.3:6379"]}`)
+}
+
+// Nodes with a password that the server refuses: the Lock error and
+// every observer event name the nodes by host:port, never with the
+// password, whatever the real redis-server answers (one requires another
+// password, the other has no user alice).
+func TestNodeErrorsHidePasswords(t *testing.T) {
+	c := redisserver.Start(t, 2)
+	addrs := c.Addrs()
+	require.NoError(t, client(t, addrs[0]).ConfigSet(t.Context(), "requirepass", "the-real-one").Err())
+	enc := url.UserPassword("alice", secret).String()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	var events []Event
+	logger := SlogObserver(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	obs := ObserverFunc(func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+		logger.Observe(e)
+	})
+	for i, a := range addrs {
+		cfg := Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second,
+			Nodes: []string{"redis://:" + url.PathEscape(secret) + "@" + a + "/1", "redis://" + enc + "@" + a}[i : i+1]}
+		l, closer, err := cfg.Open(WithObserver(obs))
+		require.NoError(t, err)
+		_, err = l.Lock(t.Context(), "k")
+		assert.ErrorIs(t, err, ErrUnavailable, "the password is refused")
+		assert.Contains(t, err.Error(), a, "the node is named by its address")
+		assertNoSecret(t, err, "pa55", "w0rd", "alice")
+		require.NoError(t, closer.Close())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.NotEmpty(t, logs.String())
+	assertNoSecret(t, logs.String(), "pa55", "w0rd", "alice")
+	require.NotEmpty(t, events)
+	for _, e := range events {
+		assertNoSecret(t, fmt.Sprintf("%+v %v", e, e.Err), "pa55", "w0rd", "alice")
 	}
 }

@@ -76,3 +76,18 @@ func ExampleKeySpace_Write() {
 	// true
 	// shop:locks:shop:order:42:write
 }
+
+// Errors and printed Configs are safe to log: the user info of every URL
+// (passwords included) shows as xxxxx.
+func ExampleEnvError() {
+	env := map[string]string{"LOCK_DISTRIBUTED_NODES": "redis://:s3cret@10.0.0.1:6379/db"}
+	_, err := redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fmt.Println(err)
+
+	c := redlock.Config{Enabled: true, Strategy: redlock.StrategyRetry, TTL: redlock.DefaultTTL,
+		Nodes: []string{"redis://app:s3cret@10.0.0.1:6379", "redis://10.0.0.2:6379"}}
+	fmt.Printf("%+v\n", c)
+	// Output:
+	// redlock: invalid LOCK_DISTRIBUTED_NODES="redis://xxxxx@10.0.0.1:6379/db": "redis://xxxxx@10.0.0.1:6379/db": redis: invalid database number: "db"
+	// {Enabled:true Strategy:retry TTL:10s Retries:0 RetryDelay:0s Nodes:[redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]}
+}

@@ -7,9 +7,11 @@
 // {namespace}:{project}:{endpoint}:{recordId}:write (see
 // redlock.KeySpace). Inserts (POST) and reads (GET, HEAD, OPTIONS) run
 // without a lock: an insert creates a new row no one else can be writing,
-// and a read is served by the database's own consistency. WithMethods
-// changes the set, for instance to lock a POST that acts on an existing
-// record, such as a checkout.
+// and a read is served by the database's own consistency. Every other
+// method locks too, so that a handler that writes on "anything but GET"
+// cannot be reached unlocked with an unusual method ("put", "PROPPATCH").
+// WithMethods changes the set, for instance to lock a POST that acts on an
+// existing record, such as a checkout.
 //
 // The handler runs inside redlock's Do: the lock is renewed by a heartbeat
 // while it runs, and if the lock is lost anyway (a quorum of Redis nodes
@@ -26,8 +28,23 @@
 //	400 Bad Request            the record id cannot be part of a lock key (it is
 //	                           empty or contains ':')
 //	500 Internal Server Error  the lock service could not decide (too few Redis
-//	                           nodes answered), or the lock was lost before the
-//	                           handler wrote anything
+//	                           nodes answered), the lock was lost before the
+//	                           handler wrote anything, or the middleware is
+//	                           misconfigured (ErrMisconfigured)
+//
+// # Fail closed
+//
+// A request whose method locks reaches the handler only inside the
+// record's lock, or when the RecordFunc explicitly says that it addresses
+// no record (ok = false; PathRecord never does). Everything else that can
+// go wrong ends in an error response and never in an unlocked write: an
+// id that is empty or cannot be a key part (400), a PathRecord wildcard
+// that the matched route does not have (500), a Middleware not built by
+// New or a nil handler (500 for every request), a Locker whose Do returns
+// without running the handler (500). What can be checked before any
+// request is checked by New: a PathRecord with an invalid wildcard name,
+// or a project or endpoint that cannot be part of a key, is an error
+// there.
 package httplock
 
 import (
@@ -36,7 +53,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
+	"unicode"
 
 	"github.com/quorumlock/redlock"
 )
@@ -47,25 +66,68 @@ type Record struct {
 	Project  string // the application, e.g. "mini-inventory"
 	Endpoint string // the resource, e.g. "supplier"
 	ID       string // the record's id, e.g. a UUID from the URL
+
+	err error // set by PathRecord when the route cannot name a record
 }
 
-// A RecordFunc names the record a request writes to. It returns ok =
-// false for a request that does not address one record (a bulk update,
-// say); such a request runs without a lock. It is called only for the
-// methods that lock, before the handler, and must not consume the body.
+// A RecordFunc names the record a request writes to. It is called only
+// for the methods that lock, before the handler, and must not consume the
+// body.
+//
+// ok = false means that the request does not address one record (a bulk
+// update, say) and runs WITHOUT a lock: return it only for requests that
+// are meant to run unlocked, never because the record could not be found
+// out. A record whose ID is empty (or whose parts contain ':') is refused
+// with 400, so returning ok = true with an empty ID is the fail-closed way
+// to say "this request names no valid record".
 type RecordFunc func(r *http.Request) (rec Record, ok bool)
 
 // PathRecord returns a RecordFunc for routes registered on an
 // http.ServeMux with a wildcard: the record id is r.PathValue(wildcard).
-// A request whose wildcard is empty is not addressed to a record.
 //
 //	mux.Handle("PUT /suppliers/{id}", mw.Wrap(update))
 //	... httplock.PathRecord("mini-inventory", "supplier", "id")
+//
+// It never lets a request through unlocked. An empty id (a rest wildcard
+// {id...} that matched nothing, or a request with no such path value) is
+// refused with 400 (ErrBadRecord). A request routed by a pattern that has
+// no wildcard of that name (PathRecord(..., "ID") on "/suppliers/{id}",
+// or a route without any wildcard) is a server bug: 500, with an error
+// matching ErrMisconfigured that names the wildcard and the pattern.
+//
+// wildcard is the name alone ("id" for {id} and for {id...}). When it is
+// not a valid wildcard name, or project or endpoint is empty or contains
+// ':', PathRecord returns nil, which New refuses with an error matching
+// redlock.ErrInvalid.
 func PathRecord(project, endpoint, wildcard string) RecordFunc {
-	return func(r *http.Request) (Record, bool) {
-		id := r.PathValue(wildcard)
-		return Record{Project: project, Endpoint: endpoint, ID: id}, id != ""
+	if !validWildcard(wildcard) {
+		return nil
 	}
+	if _, err := (redlock.KeySpace{}).Write(project, endpoint, "id"); err != nil {
+		return nil
+	}
+	return func(r *http.Request) (Record, bool) {
+		rec := Record{Project: project, Endpoint: endpoint, ID: r.PathValue(wildcard)}
+		if rec.ID == "" && r.Pattern != "" &&
+			!strings.Contains(r.Pattern, "{"+wildcard+"}") && !strings.Contains(r.Pattern, "{"+wildcard+"...}") {
+			rec.err = fmt.Errorf("%w: PathRecord's wildcard %q is not in the route %q", ErrMisconfigured, wildcard, r.Pattern)
+		}
+		return rec, true
+	}
+}
+
+// validWildcard reports whether name is a valid http.ServeMux wildcard
+// name: a Go identifier.
+func validWildcard(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		if !unicode.IsLetter(c) && c != '_' && (i == 0 || !unicode.IsDigit(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrBadRecord is matched by the error a Middleware reports when the
@@ -74,11 +136,19 @@ func PathRecord(project, endpoint, wildcard string) RecordFunc {
 // 400.
 var ErrBadRecord = errors.New("httplock: bad record id")
 
+// ErrMisconfigured is matched by the error a Middleware reports when it
+// cannot lock a request because of the server's configuration, not the
+// request: a PathRecord wildcard that the route does not have, a
+// Middleware not built by New, a nil handler, a Locker that did not run
+// the handler. The request is refused with 500; it never runs unlocked.
+var ErrMisconfigured = errors.New("httplock: misconfigured")
+
 // An ErrorHandler answers a request that did not get its lock, or lost it
 // before writing a response. err matches redlock.ErrNotAcquired (the
-// record is busy), ErrBadRecord, redlock.ErrLockLost, or anything else
-// the locker returned (redlock.ErrUnavailable, usually). WriteError is the
-// default; a custom handler can log and then call it.
+// record is busy), ErrBadRecord, ErrMisconfigured, redlock.ErrLockLost,
+// or anything else the locker returned (redlock.ErrUnavailable, usually).
+// WriteError is the default; a custom handler can log and then call it
+// (log ErrMisconfigured: it is a bug in the server, not the client).
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // Middleware locks records around the handlers it wraps. Build it with New;
@@ -87,7 +157,7 @@ type Middleware struct {
 	locker   redlock.Locker
 	record   RecordFunc
 	keys     redlock.KeySpace
-	methods  map[string]bool
+	methods  map[string]bool // upper case; nil: every method but GET, HEAD, OPTIONS and POST
 	lockOpts []redlock.Option
 	onError  ErrorHandler
 }
@@ -95,9 +165,10 @@ type Middleware struct {
 // An Option configures a Middleware.
 type Option func(*Middleware) error
 
-// WithMethods replaces the methods that lock (default PUT, PATCH and
-// DELETE). Methods are matched exactly, as net/http does: "POST", not
-// "post".
+// WithMethods replaces the methods that lock (default: every method but
+// GET, HEAD, OPTIONS and POST) with exactly these; the others then run
+// without a lock. Methods are matched regardless of case, in the option
+// and in the request, so that "post" cannot slip past a lock on "POST".
 func WithMethods(methods ...string) Option {
 	return func(m *Middleware) error {
 		if len(methods) == 0 {
@@ -108,7 +179,7 @@ func WithMethods(methods ...string) Option {
 			if meth == "" {
 				return fmt.Errorf("%w: httplock: empty method", redlock.ErrInvalid)
 			}
-			m.methods[meth] = true
+			m.methods[strings.ToUpper(meth)] = true
 		}
 		return nil
 	}
@@ -149,19 +220,20 @@ func WithErrorHandler(h ErrorHandler) Option {
 // New returns a Middleware that locks through locker the record that
 // record names. The locker is usually the one redlock.FromEnv returns;
 // when distributed locking is disabled there, every lock is granted and
-// the middleware costs almost nothing. A nil locker or record, or a bad
+// the middleware costs almost nothing. A nil locker or record (PathRecord
+// returns nil for arguments that could never name a record), or a bad
 // option, is an error matching redlock.ErrInvalid.
 func New(locker redlock.Locker, record RecordFunc, opts ...Option) (*Middleware, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("%w: httplock: nil locker", redlock.ErrInvalid)
 	}
 	if record == nil {
-		return nil, fmt.Errorf("%w: httplock: nil RecordFunc", redlock.ErrInvalid)
+		return nil, fmt.Errorf("%w: httplock: nil RecordFunc (PathRecord returns nil when its wildcard is not a valid name, "+
+			"or its project or endpoint is empty or contains ':')", redlock.ErrInvalid)
 	}
 	m := &Middleware{
 		locker:  locker,
 		record:  record,
-		methods: map[string]bool{http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true},
 		onError: WriteError,
 	}
 	for _, o := range opts {
@@ -184,15 +256,29 @@ func New(locker redlock.Locker, record RecordFunc, opts ...Option) (*Middleware,
 // any more and is not reported; watch it with a redlock Observer. When
 // the handler has written nothing and the lock was lost, the client gets
 // a 500 rather than an empty 200.
+//
+// A nil or zero Middleware (one New did not build), or a nil next, gives
+// a handler that answers every request with 500 (ErrMisconfigured) and
+// runs nothing.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	switch {
+	case m == nil || m.locker == nil || m.record == nil:
+		return refuseAll(m, fmt.Errorf("%w: the Middleware was not built by httplock.New", ErrMisconfigured))
+	case next == nil:
+		return refuseAll(m, fmt.Errorf("%w: Wrap(nil)", ErrMisconfigured))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !m.methods[r.Method] {
+		if !m.locks(r.Method) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		rec, ok := m.record(r)
-		if !ok {
+		if !ok { // the RecordFunc says: no record, run unlocked
 			next.ServeHTTP(w, r)
+			return
+		}
+		if rec.err != nil {
+			m.onError(w, r, rec.err)
 			return
 		}
 		key, err := m.keys.Write(rec.Project, rec.Endpoint, rec.ID)
@@ -201,14 +287,41 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		tw := &trackingWriter{ResponseWriter: w}
+		var ran atomic.Bool
 		err = m.locker.Do(r.Context(), key, func(ctx context.Context) error {
+			ran.Store(true)
 			next.ServeHTTP(tw, r.WithContext(ctx))
 			return nil
 		}, m.lockOpts...)
+		if err == nil && !ran.Load() {
+			err = fmt.Errorf("%w: the Locker's Do returned without running the handler", ErrMisconfigured)
+		}
 		if err != nil && !tw.started.Load() {
 			m.onError(w, r, err)
 		}
 	})
+}
+
+// locks reports whether a request with this method takes the lock.
+func (m *Middleware) locks(method string) bool {
+	if m.methods == nil {
+		switch method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost:
+			return false
+		}
+		return true
+	}
+	return m.methods[strings.ToUpper(method)]
+}
+
+// refuseAll answers every request with err, through m's ErrorHandler when
+// it has one.
+func refuseAll(m *Middleware, err error) http.Handler {
+	onError := WriteError
+	if m != nil && m.onError != nil {
+		onError = m.onError
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { onError(w, r, err) })
 }
 
 // StatusOf returns the HTTP status WriteError answers for err: 409 for an
@@ -237,6 +350,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		msg = "the record is being processed by another request; try again later"
 	case status == http.StatusBadRequest:
 		msg = "the record id cannot be locked: it is empty or contains ':'"
+	case errors.Is(err, ErrMisconfigured):
+		msg = "the server cannot lock this record"
 	case errors.Is(err, redlock.ErrLockLost):
 		msg = "the lock on the record was lost while the request was processed"
 	default:

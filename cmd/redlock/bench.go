@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -188,8 +189,10 @@ func parseAddrs(s string) ([]string, error) {
 		if a == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("--addrs: %q is not host:port", a)
+		// A URL, or user info, is refused; its text is masked, since it may
+		// hold a password.
+		if _, _, err := net.SplitHostPort(a); err != nil || strings.ContainsAny(a, "/@") {
+			return nil, fmt.Errorf("--addrs: %q is not host:port", redact.URLs(a))
 		}
 		out = append(out, a)
 	}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,8 +157,12 @@ func newDemoCluster(addrs string) (*demoCluster, error) {
 		}
 	} else {
 		cl.kind = "real servers; stops are simulated"
-		for _, a := range strings.Split(addrs, ",") {
-			cl.nodes = append(cl.nodes, &demoNode{addr: strings.TrimSpace(a)})
+		list, err := parseAddrs(addrs)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range list {
+			cl.nodes = append(cl.nodes, &demoNode{addr: a})
 		}
 	}
 	for _, n := range cl.nodes {

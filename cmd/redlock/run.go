@@ -53,13 +53,14 @@ since nothing would renew the lock any more.
 
 Masters: --addrs (host:port or redis:// URLs), else LOCK_DISTRIBUTED_NODES
 (comma-separated redis:// URLs). One master gives a single-instance lock,
-several a Redlock.
+several a Redlock. Messages show a URL's user info (password) as xxxxx.
 
 Exit status: the command's own (128+signal when a signal ended it), or
    75  the lock was held elsewhere for all of --wait; the command did not run
    69  too few masters answered; the command did not run
    79  the lock was lost while the command ran; the command was stopped
-  126  the command could not be executed; 127 it was not found
+  126  the command could not be executed (not executable, a directory, exec
+       format error, bad interpreter); 127 it was not found
    64  bad usage
   130  interrupted while waiting for the lock; the command did not run
     1  any other error before the command ran
@@ -123,8 +124,9 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	defer stop()
 
 	var (
-		started bool
-		status  int
+		started  bool
+		status   int
+		startErr error
 	)
 	err = locker.Do(ctx, *key, func(ctx context.Context) error {
 		cmd := exec.Command(argv[0], argv[1:]...)
@@ -132,6 +134,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		ownGroup(cmd)
 		dieWithUs(cmd)
 		if err := cmd.Start(); err != nil {
+			startErr = err
+			status = startStatus(cmd, err)
 			return err
 		}
 		started = true
@@ -139,6 +143,9 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return nil
 	})
 	switch {
+	case startErr != nil: // the command did not run, whatever became of the lock
+		fmt.Fprintf(stderr, "redlock run: %v\n", startErr)
+		return status
 	case errors.Is(err, redlock.ErrLockLost):
 		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", *key, status, err)
 		return exitLost
@@ -147,12 +154,6 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 			fmt.Fprintf(stderr, "redlock run: %v\n", err)
 		}
 		return status
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
-		fmt.Fprintf(stderr, "redlock run: %v\n", err)
-		return exitNotFound
-	case errors.Is(err, os.ErrPermission):
-		fmt.Fprintf(stderr, "redlock run: %v\n", err)
-		return exitNotExecutable
 	case errors.Is(err, redlock.ErrInvalid):
 		return usage("%v", err)
 	case ctx.Err() != nil:
@@ -167,6 +168,25 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	fmt.Fprintf(stderr, "redlock run: %v\n", err)
 	return 1
+}
+
+// startStatus is the status a shell reports for a command that could not
+// be started (err from cmd.Start): 127 when it does not exist, 126 for
+// every other failure, as bash does. This includes ENOEXEC, "exec format
+// error", for an executable file that is neither a binary nor a script
+// with a #! line (a shell would run such a file with sh; os/exec does
+// not), and ENOENT for a command that exists, whose #! interpreter or
+// dynamic loader is what is missing (bash: "bad interpreter", 126).
+func startStatus(cmd *exec.Cmd, err error) int {
+	if errors.Is(err, exec.ErrNotFound) {
+		return exitNotFound
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(cmd.Path); serr != nil {
+			return exitNotFound
+		}
+	}
+	return exitNotExecutable
 }
 
 // supervise waits for cmd and returns its exit status. When ctx ends

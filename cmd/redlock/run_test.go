@@ -49,10 +49,46 @@ func TestRunPassesTheCommandsStatusAndOutput(t *testing.T) {
 	assert.Zero(t, n, "the lock is released after the command")
 }
 
-func TestRunCommandNotFound(t *testing.T) {
-	addr, _ := oneMaster(t)
-	st, _, errs := runT(t, "--addrs", addr, "--key", "job", "--", "/no/such/command")
-	assert.Equal(t, exitNotFound, st, errs)
+// A command that cannot be started gets the shell's statuses: 127 when
+// it does not exist, 126 when it exists but cannot be executed (as bash
+// reports each case). Nothing ran, and the lock is released.
+func TestRunCommandCannotStart(t *testing.T) {
+	addr, c := oneMaster(t)
+	dir := t.TempDir()
+	file := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
+		return p
+	}
+	marker := filepath.Join(dir, "ran")
+	tests := []struct {
+		name    string
+		command string
+		status  int
+	}{
+		{"absent path", "/no/such/command", exitNotFound},
+		{"absent from PATH", "no-such-command-redlock-test", exitNotFound},
+		{"not executable", file("plain.sh", "#!/bin/sh\ntouch "+marker+"\n", 0o644), exitNotExecutable},
+		{"directory", t.TempDir(), exitNotExecutable},
+		// execve refuses these with ENOEXEC ("exec format error"); Go,
+		// unlike a shell, does not fall back to running a script with sh.
+		{"text without shebang", file("noshebang", "touch "+marker+"\n", 0o755), exitNotExecutable},
+		{"not a binary", file("garbage", "\x7fELF\x02\x01\x01\x00garbage", 0o755), exitNotExecutable},
+		// execve says ENOENT for the interpreter, but the command exists:
+		// bash calls it a bad interpreter, 126.
+		{"missing interpreter", file("badinterp", "#!/no/such/interpreter\n", 0o755), exitNotExecutable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, _, errs := runT(t, "--addrs", addr, "--key", "job", "--", tt.command)
+			assert.Equal(t, tt.status, st, errs)
+			assert.Contains(t, errs, "redlock run: ")
+		})
+	}
+	assert.NoFileExists(t, marker)
+	n, err := c.Exists(t.Context(), "job").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the lock is released when the command could not start")
 }
 
 func TestRunUsage(t *testing.T) {
