@@ -40,7 +40,10 @@ func masters(n int) ([]redlock.Backend, func()) {
 func ExampleRedlock_Do() {
 	nodes, stop := masters(3)
 	defer stop()
-	locker, err := redlock.New(nodes, redlock.WithTTL(100*time.Millisecond))
+	// A short TTL to show renewal; the node timeout gives each extension
+	// room on a loaded machine (the default would be TTL/10).
+	locker, err := redlock.New(nodes, redlock.WithTTL(300*time.Millisecond),
+		redlock.WithNodeTimeout(100*time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,7 +51,7 @@ func ExampleRedlock_Do() {
 	err = locker.Do(context.Background(), "order:1234", func(ctx context.Context) error {
 		// Work that outlives the TTL several times over keeps the lock.
 		select {
-		case <-time.After(350 * time.Millisecond):
+		case <-time.After(time.Second):
 			return nil
 		case <-ctx.Done():
 			// The lock was lost (context.Cause(ctx) matches ErrLockLost)
