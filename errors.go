@@ -63,10 +63,18 @@ func (e *NodeError) Error() string { return e.Node + ": " + e.Err.Error() }
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that did not reach a quorum, or reached
-// it too late, with what every dissenting node said. It matches
-// ErrUnavailable when fewer than Quorum nodes answered at all, and
-// otherwise ErrNotAcquired (for "acquire") or ErrNotHeld (for "extend" and
-// "release").
+// it too late, with what every dissenting node said.
+//
+// It matches exactly one sentinel. A quorum that came too late matches
+// ErrNotAcquired (for "acquire") or ErrNotHeld (for "extend" and
+// "release"). Otherwise the nodes' answers decide: an acquisition is
+// ErrNotAcquired when the nodes that answered at all, yes or no, make a
+// quorum (the key is held by someone else on the others), and
+// ErrUnavailable when fewer answered. An extension or release is ErrNotHeld
+// only when the nodes that answered "not ours" leave fewer than a quorum
+// that may still hold our token; when the nodes that did not answer could
+// complete a quorum, nobody can tell whether the lock is still held, and
+// it is ErrUnavailable: a lost reply is never reported as a lost lock.
 type QuorumError struct {
 	Op      string // "acquire", "extend" or "release"
 	Key     string
@@ -80,9 +88,9 @@ type QuorumError struct {
 	Failed   []NodeError // the nodes that did not agree, in node order
 }
 
-// answered counts the nodes that gave a definite answer, yes or no.
-func (e *QuorumError) answered() int {
-	n := e.Granted
+// refusals counts the nodes that gave a definite no.
+func (e *QuorumError) refusals() int {
+	n := 0
 	for _, f := range e.Failed {
 		if errors.Is(f.Err, ErrNotAcquired) || errors.Is(f.Err, ErrNotHeld) {
 			n++
@@ -93,11 +101,15 @@ func (e *QuorumError) answered() int {
 
 // Unwrap returns the sentinel this failure means.
 func (e *QuorumError) Unwrap() error {
+	no := e.refusals()
+	unknown := len(e.Failed) - no
 	switch {
-	case e.answered() < e.Quorum:
+	case e.Op == "acquire" && e.Granted < e.Quorum && e.Granted+no < e.Quorum:
 		return ErrUnavailable
 	case e.Op == "acquire":
 		return ErrNotAcquired
+	case e.Granted < e.Quorum && e.Granted+unknown >= e.Quorum:
+		return ErrUnavailable
 	default:
 		return ErrNotHeld
 	}

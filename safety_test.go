@@ -401,3 +401,44 @@ func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
 		assert.Zero(t, client(t, addr).Exists(t.Context(), "k").Val(), "hand-off %v: released", handoff)
 	}
 }
+
+// TestUnansweredReleaseIsNotALostLock was found by the network nemesis: a
+// lock granted by nodes 0-3 of 5 (node 4 held someone else's key) whose
+// release reached only nodes 2-4 got two "deleted" and one "not ours"
+// (from node 4, which never had it), and Unlock counted three answers, a
+// quorum, and said ErrNotHeld: Do reported a lost lock. Nodes 0 and 1 may
+// still hold our token; the truth is "unknown".
+func TestUnansweredReleaseIsNotALostLock(t *testing.T) {
+	ms, bs := minis(t, 5)
+	nodes, fs := flakies(bs)
+	r, err := New(nodes, WithStrategy(Reject()))
+	require.NoError(t, err)
+	require.NoError(t, ms[4].Set("k", "someone else"))
+	err = r.Do(t.Context(), "k", func(context.Context) error {
+		setFaults(fs, down, down)
+		return nil
+	})
+	assert.NoError(t, err, "nothing shows the lock was lost")
+
+	// Nodes 0 and 1 still hold that lock's key until its TTL: use another.
+	setFaults(fs)
+	require.NoError(t, ms[4].Set("k2", "someone else"))
+	l, err := r.Lock(t.Context(), "k2")
+	require.NoError(t, err)
+	setFaults(fs, down, down)
+	err = l.Unlock(t.Context())
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.NotErrorIs(t, err, ErrNotHeld)
+	assert.ErrorIs(t, l.Extend(t.Context(), DefaultTTL), ErrNotHeld, "after Unlock")
+
+	// With three "not ours", the lock is certainly not held on a quorum.
+	setFaults(fs)
+	l, err = r.Lock(t.Context(), "k3")
+	require.NoError(t, err)
+	for _, m := range ms[1:4] {
+		m.Del("k3") // expired on three nodes
+	}
+	setFaults(fs, down)
+	assert.ErrorIs(t, l.Extend(t.Context(), DefaultTTL), ErrNotHeld)
+	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+}
