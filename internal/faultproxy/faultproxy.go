@@ -97,7 +97,6 @@ type Stats struct {
 type Proxy struct {
 	ln     net.Listener
 	target string
-	done   chan struct{}   // closed by Close
 	ctx    context.Context // cancelled by Close, to abort dials
 	cancel context.CancelFunc
 
@@ -124,7 +123,7 @@ func New(target string) (*Proxy, error) {
 	}
 	flow := make(chan struct{})
 	close(flow)
-	p := &Proxy{ln: ln, target: target, done: make(chan struct{}), flow: flow, pipes: map[*pipe]struct{}{}}
+	p := &Proxy{ln: ln, target: target, flow: flow, pipes: map[*pipe]struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Go(p.serve)
 	return p, nil
@@ -187,7 +186,6 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
-	close(p.done)
 	p.cancel()
 	pipes := p.pipes
 	p.pipes = nil
