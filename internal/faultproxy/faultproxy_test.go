@@ -1,0 +1,343 @@
+package faultproxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// watchdog bounds every wait; it catches hangs, it is not a timing claim.
+const watchdog = 30 * time.Second
+
+// echo starts a line echo server and returns its address.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	conns := make(chan net.Conn, 16)
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		close(conns)
+		for c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+func start(t *testing.T, target string) *Proxy {
+	p, err := New(target)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p
+}
+
+// server starts one redis-server (skipped without one, unless
+// REDLOCK_REQUIRE_REDIS=1) and returns its address.
+func server(t *testing.T) string {
+	return redisserver.Start(t, 1).Servers[0].Addr()
+}
+
+func rclient(t *testing.T, addr string, retries int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: retries,
+		DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond until it holds; the watchdog fails the test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(watchdog)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("watchdog: %s did not happen within %v", what, watchdog)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// value reads key on the server directly; "" when it is absent.
+func value(t *testing.T, direct *redis.Client, key string) string {
+	v, err := direct.Get(t.Context(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// sendAndClose writes raw bytes through a fresh connection and closes it
+// at once, without waiting for any reply: a client that gave up.
+func sendAndClose(t *testing.T, addr, data string) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	require.NoError(t, err)
+	_, err = c.Write([]byte(data))
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
+
+func resp(args ...string) string {
+	s := "*" + strconv.Itoa(len(args)) + "\r\n"
+	for _, a := range args {
+		s += "$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n"
+	}
+	return s
+}
+
+func TestPassForwards(t *testing.T) {
+	p := start(t, echo(t))
+	c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	r := bufio.NewReader(c)
+	for _, line := range []string{"hello\n", "world\n"} {
+		_, err := c.Write([]byte(line))
+		require.NoError(t, err)
+		got, err := r.ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, line, got)
+	}
+	assert.Equal(t, Stats{Conns: 1}, p.Stats())
+}
+
+// A SET sent through a late proxy by a go-redis client that timed out (and
+// so closed its connection) still lands on the server, later.
+func TestLateDeliversAfterTheClientGaveUp(t *testing.T) {
+	addr := server(t)
+	p := start(t, addr)
+	direct := rclient(t, addr, -1)
+	c := rclient(t, p.Addr(), -1)
+	require.NoError(t, c.Ping(t.Context()).Err(), "warm the pool before the fault")
+
+	p.Set(Fault{Kind: Late, Delay: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	err := c.Set(ctx, "k", "late", 0).Err()
+	cancel()
+	require.Error(t, err, "the client gave up")
+	// go-redis closes a connection whose read timed out: the proxy saw
+	// the client leave with the SET still held.
+	held := p.Pending() > 0
+	got := value(t, direct, "k")
+	if held && p.Pending() > 0 {
+		assert.Empty(t, got, "the server has not seen the SET while the proxy holds it")
+	}
+	waitFor(t, "the late SET landing", func() bool { return value(t, direct, "k") == "late" })
+	assert.Zero(t, p.Pending())
+	st := p.Stats()
+	assert.Positive(t, st.LateChunks)
+	assert.Positive(t, st.AfterClose, "written after the client closed")
+}
+
+// Late fixes a chunk's delivery time when it is read: switching back to
+// Pass does not hurry held bytes, and a new connection overtakes them.
+func TestLateOvertakenByANewConnection(t *testing.T) {
+	addr := server(t)
+	p := start(t, addr)
+	direct := rclient(t, addr, -1)
+
+	p.Set(Fault{Kind: Late, Delay: 3 * time.Second})
+	sendAndClose(t, p.Addr(), resp("SET", "k", "old"))
+	waitFor(t, "the proxy holding the old SET", func() bool { return p.Pending() == 1 })
+	p.Set(Fault{Kind: Pass})
+	sendAndClose(t, p.Addr(), resp("SET", "k", "new"))
+	waitFor(t, "the new SET landing", func() bool { return value(t, direct, "k") != "" })
+	if p.Pending() == 1 { // the old one is still held (it surely is unless the machine stalled for seconds)
+		assert.Equal(t, "new", value(t, direct, "k"), "the new connection's SET landed first")
+	}
+	waitFor(t, "the old SET landing", func() bool { return p.Pending() == 0 })
+	waitFor(t, "the old SET overwriting", func() bool { return value(t, direct, "k") == "old" })
+}
+
+// On one connection, bytes sent after a late chunk wait behind it.
+func TestLateKeepsOrderOnAConnection(t *testing.T) {
+	p := start(t, echo(t))
+	c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	p.Set(Fault{Kind: Late, Delay: 200 * time.Millisecond})
+	_, err = c.Write([]byte("first "))
+	require.NoError(t, err)
+	waitFor(t, "the first chunk held", func() bool { return p.Pending() == 1 })
+	p.Set(Fault{Kind: Pass})
+	_, err = c.Write([]byte("second\n"))
+	require.NoError(t, err)
+	got, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "first second\n", got)
+}
+
+// A command sent through LoseReply runs, its reply is dropped and the
+// connection cut: the client sees an error although the command ran.
+func TestLoseReplyRunsTheCommand(t *testing.T) {
+	addr := server(t)
+	p := start(t, addr)
+	direct := rclient(t, addr, -1)
+	c := rclient(t, p.Addr(), -1) // no resend
+	require.NoError(t, c.Ping(t.Context()).Err())
+
+	p.Set(Fault{Kind: LoseReply})
+	err := c.Incr(t.Context(), "n").Err()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, io.EOF, "the connection was cut")
+	assert.Equal(t, "1", value(t, direct, "n"), "the command ran once")
+	assert.EqualValues(t, 1, p.Stats().LostReplies)
+
+	p.Set(Fault{Kind: Pass})
+	n, err := c.Incr(t.Context(), "n").Result()
+	require.NoError(t, err, "a new connection works once the fault is off")
+	assert.EqualValues(t, 2, n)
+}
+
+// go-redis's default retries resend a command whose reply was lost on
+// another pooled connection: it runs again.
+func TestLoseReplyResentByGoRedis(t *testing.T) {
+	addr := server(t)
+	p := start(t, addr)
+	direct := rclient(t, addr, -1)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MinIdleConns: 4,
+		DialTimeout: time.Second}) // MaxRetries 0: go-redis's default, 3
+	t.Cleanup(func() { c.Close() })
+	// Four connections used at once are four connections through which a
+	// command can be resent (go-redis initialises a connection on its
+	// first use, and under LoseReply a new one never gets through).
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { _ = c.Do(t.Context(), "blpop", "nothing", "0.1").Err() })
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, c.PoolStats().IdleConns, uint32(4))
+
+	p.Set(Fault{Kind: LoseReply})
+	err := c.Incr(t.Context(), "n").Err()
+	require.Error(t, err, "every reply was lost")
+	t.Logf("INCR: %v", err)
+	ran := value(t, direct, "n")
+	t.Logf("INCR ran %s times for one call (go-redis resent it after each lost reply)", ran)
+	assert.NotEqual(t, "1", ran, "resent at least once")
+	assert.NotEqual(t, "", ran)
+}
+
+// Stall holds both directions, also for a client that left meanwhile;
+// leaving the stall delivers everything in order.
+func TestStallHoldsBothWaysUntilHealed(t *testing.T) {
+	addr := server(t)
+	p := start(t, addr)
+	direct := rclient(t, addr, -1)
+	c := rclient(t, p.Addr(), -1)
+	require.NoError(t, c.Ping(t.Context()).Err())
+
+	p.Set(Fault{Kind: Stall})
+	res := make(chan error, 1)
+	go func() { res <- c.Set(t.Context(), "a", "1", 0).Err() }()
+	sendAndClose(t, p.Addr(), resp("SET", "b", "2")) // a client that gave up
+	waitFor(t, "both SETs held", func() bool { return p.Pending() == 2 })
+	got := value(t, direct, "a") + value(t, direct, "b")
+	if p.Pending() == 2 {
+		assert.Empty(t, got, "nothing reaches the server while stalled")
+	}
+	select {
+	case err := <-res:
+		t.Fatalf("a reply came back while stalled: %v", err)
+	default:
+	}
+
+	p.Set(Fault{Kind: Pass})
+	select {
+	case err := <-res:
+		require.NoError(t, err, "the reply comes back after the heal")
+	case <-time.After(watchdog):
+		t.Fatal("watchdog: no reply after the heal")
+	}
+	assert.Equal(t, "1", value(t, direct, "a"))
+	waitFor(t, "the departed client's SET landing", func() bool { return value(t, direct, "b") == "2" })
+}
+
+// Close ends every goroutine even with bytes held by Late and Stall.
+func TestCloseEndsEverything(t *testing.T) {
+	target := echo(t)
+	before := goleak.IgnoreCurrent()
+	p, err := New(target)
+	require.NoError(t, err)
+	late, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	require.NoError(t, err)
+	defer late.Close()
+	p.Set(Fault{Kind: Late, Delay: time.Hour})
+	_, _ = late.Write([]byte("slow\n"))
+	waitFor(t, "the chunk held", func() bool { return p.Pending() == 1 })
+	p.Set(Fault{Kind: Stall})
+	stalled, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	require.NoError(t, err)
+	_, _ = stalled.Write([]byte("stuck\n"))
+	_ = stalled.Close()
+	waitFor(t, "the stalled chunk held", func() bool { return p.Pending() == 2 })
+
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(), "idempotent")
+	assert.Zero(t, p.Pending(), "held bytes were dropped")
+	_ = late.SetDeadline(time.Now().Add(watchdog))
+	_, err = late.Read(make([]byte, 1))
+	assert.Error(t, err, "connections are closed")
+	goleak.VerifyNone(t, before, goleak.IgnoreTopFunction("io.Copy"),
+		goleak.IgnoreAnyFunction("github.com/quorumlock/redlock/internal/faultproxy.echo.func1.1"),
+		goleak.IgnoreAnyFunction("io.Copy"))
+}
+
+func TestTargetDownResets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+	p := start(t, dead)
+	c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	if err != nil { // reset before the handshake completed on our side
+		assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	_, err = c.Read(make([]byte, 1))
+	assert.Error(t, err)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "reset at once")
+}
+
+func TestEmptyTarget(t *testing.T) {
+	_, err := New("")
+	assert.Error(t, err)
+}
+
+func TestFaultString(t *testing.T) {
+	assert.Equal(t, "late(1s)", Fault{Kind: Late, Delay: time.Second}.String())
+	assert.Equal(t, "lose-reply", Fault{Kind: LoseReply}.String())
+	assert.Equal(t, "stall", Fault{Kind: Stall}.String())
+	assert.Equal(t, "pass", Fault{}.String())
+}
