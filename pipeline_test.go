@@ -410,23 +410,26 @@ func TestCoalescerBatchCancelledWhenAllGaveUp(t *testing.T) {
 	}
 }
 
-// TestCoalescerLoneCallerHonoursCancellation: a caller alone, whose command
-// is held in flight, returns as soon as it is cancelled; the node is
-// usable again once the command lands.
-func TestCoalescerLoneCallerHonoursCancellation(t *testing.T) {
-	q, g, c := gatedCoalescer(t, true)
-	ctx, cancel := context.WithCancel(t.Context())
-	r := processAsync(q, ctx)
-	waitFor(t, func() bool { return g.singles.Load() == 1 })
-	cancel()
-	assert.ErrorIs(t, await(t, r).err, context.Canceled)
-	close(g.hold) // the command lands (or fails) after its caller gave up
+// TestCoalescerLoneCallerDoesNotSendTheQueue: when a command sent alone
+// lands with others queued behind it, its caller returns at once, and the
+// queue goes out without it.
+func TestCoalescerLoneCallerDoesNotSendTheQueue(t *testing.T) {
+	_, _, c := gatedCoalescer(t, false)
+	h := &holdPipes{ctxs: make(chan context.Context, 4), release: make(chan struct{})}
+	defer close(h.release)
+	c.AddHook(h)
+	q := &coalescer{c: c}
+
+	r0 := processAsync(q, t.Context())
+	<-h.ctxs // in flight
+	r1 := processAsync(q, t.Context())
+	waitFor(t, func() bool { return q.queued() == 1 })
+	h.release <- struct{}{} // the lone command lands
+	<-h.ctxs                // the queued one is in flight, held
+	assert.NoError(t, await(t, r0).err, "the lone caller returned while the queue it left is in flight")
+	h.release <- struct{}{}
+	assert.NoError(t, await(t, r1).err)
 	waitFor(t, func() bool { return !q.flying() })
-	cmd := redis.NewIntCmd(t.Context(), "incr", "n")
-	require.NoError(t, q.process(t.Context(), cmd))
-	n, err := c.Get(t.Context(), "n").Int()
-	require.NoError(t, err)
-	assert.Equal(t, cmd.Val(), int64(n), "the node serves the next caller")
 }
 
 // TestCoalescerCallerThatGaveUpSendsNothing: a context that has already
