@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,8 +60,9 @@ var (
 
 // NewBackend adapts a go-redis v9 client (a *redis.Client for one master;
 // a cluster or ring client works if each lock key maps to one master) to a
-// Backend named after its address. It returns nil for a nil client, which
-// New and NewSingle reject.
+// Backend named after its address, "host:port", followed by "/db" when the
+// client uses a database other than 0 ("127.0.0.1:6379/2"). It returns nil
+// for a nil client, which New and NewSingle reject.
 //
 // The client must be created with ContextTimeoutEnabled: true; otherwise
 // go-redis ignores context deadlines, a paused node would hold every call
@@ -81,19 +83,29 @@ type goRedis struct {
 	c    redis.UniversalClient
 	name string
 	q    coalescer
-	hub  hub // release notifications (notify.go)
+	hub  hub // release notifications (hub.go)
 }
 
+// clientName names a node after its address, followed by "/" and the
+// database when it is not 0: lockers on different databases of one server
+// are different nodes, with their own keys and their own lines of waiters.
 func clientName(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().Addr
+		return withDB(c.Options().Addr, c.Options().DB)
 	case *redis.ClusterClient:
-		return fmt.Sprintf("cluster%v", c.Options().Addrs)
+		return fmt.Sprintf("cluster%v", c.Options().Addrs) // one database only
 	case *redis.Ring:
-		return fmt.Sprintf("ring%v", c.Options().Addrs)
+		return withDB(fmt.Sprintf("ring%v", c.Options().Addrs), c.Options().DB)
 	}
 	return fmt.Sprintf("%T", c)
+}
+
+func withDB(name string, db int) string {
+	if db == 0 {
+		return name
+	}
+	return name + "/" + strconv.Itoa(db)
 }
 
 // contextTimeouts reports whether the client honours context deadlines.
