@@ -46,12 +46,19 @@ func ReleaseChannel(key string) string { return "redlock:released:" + key }
 type Notifier interface {
 	// Notify subscribes to releases of key. It returns once the
 	// subscription is active on the node, so no release after it returns
-	// is missed (short of a dropped connection). From then until stop is
-	// called, every release of key calls released, from the node's
-	// receiving goroutine: released must be quick and must not block.
-	// stop must be called; it returns promptly and only once no call to
-	// released is in progress or will follow.
-	Notify(ctx context.Context, key string, released func()) (stop func(), err error)
+	// is missed. From then until stop is called, every release of key
+	// calls released with the message's payload (release.lua is to publish
+	// the releasing token, so that a waiter can tell its own rollbacks),
+	// from the node's receiving goroutine: released must be quick and must
+	// not block. When the connection to the node dropped
+	// and was restored, releases in between may have been missed: released
+	// is then called with payload "", once the subscription is active
+	// again. Calls with other payloads, or with no release behind them,
+	// are possible too (a key of the same name in another database of the
+	// server, a message published by someone else); a call means only that
+	// the key may be free. stop must be called; it returns promptly and
+	// only once no call to released is in progress or will follow.
+	Notify(ctx context.Context, key string, released func(payload string)) (stop func(), err error)
 }
 
 // wakeup turns the nodes' release notifications into one wake-up for a
@@ -235,7 +242,7 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 		if !ok {
 			return false, nil
 		}
-		s, err := n.Notify(ctx, key, func() { w.released(i) })
+		s, err := n.Notify(ctx, key, func(string) { w.released(i) })
 		stops[i] = s
 		return err == nil, err
 	})

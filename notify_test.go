@@ -253,8 +253,8 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := NewBackend(client(t, m.Addr())).(*goRedis)
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
-	to := func(ch chan struct{}) func() {
-		return func() {
+	to := func(ch chan struct{}) func(string) {
+		return func(string) {
 			select {
 			case ch <- struct{}{}:
 			default:
