@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,8 +72,11 @@ var (
 
 // NewBackend adapts a go-redis v9 client (a *redis.Client for one master;
 // a cluster or ring client works if each lock key maps to one master) to a
-// Backend named after its address. It returns nil for a nil client, which
-// New and NewSingle reject.
+// Backend named after its address, "host:port". Databases of one server
+// are one node (they share the server's fate), so a Redlock refuses two of
+// them as duplicates; the database still separates a process's lines of
+// waiters (notify.go). It returns nil for a nil client, which New and
+// NewSingle reject.
 //
 // The client must be created with ContextTimeoutEnabled: true; otherwise
 // go-redis ignores context deadlines, a paused node would hold every call
@@ -97,9 +101,10 @@ type goRedis struct {
 	c    redis.UniversalClient
 	name string
 	q    coalescer
-	hub  hub // release notifications (notify.go)
+	hub  hub // release notifications (hub.go)
 }
 
+// clientName names a node after its address.
 func clientName(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -110,6 +115,22 @@ func clientName(c redis.UniversalClient) string {
 		return fmt.Sprintf("ring%v", c.Options().Addrs)
 	}
 	return fmt.Sprintf("%T", c)
+}
+
+// lineTag separates the lines of waiters of lockers on different databases
+// of one server: their keys are different keys.
+func (g *goRedis) lineTag() string {
+	db := 0
+	switch c := g.c.(type) {
+	case *redis.Client:
+		db = c.Options().DB
+	case *redis.Ring:
+		db = c.Options().DB
+	}
+	if db == 0 {
+		return ""
+	}
+	return "db" + strconv.Itoa(db)
 }
 
 // contextTimeouts reports whether the client honours context deadlines.

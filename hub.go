@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -9,118 +11,337 @@ import (
 )
 
 // hub multiplexes one node's release channels to the waiters in this
-// process over a single pub/sub connection. The connection and its
-// receiving goroutine exist only while at least one waiter is subscribed:
-// the last stop closes them and waits for the goroutine, so an idle
-// backend holds no goroutine and needs no Close. The zero hub is ready.
+// process over a single pub/sub connection. The connection and its two
+// goroutines (one receives and dispatches, one writes SUBSCRIBE,
+// UNSUBSCRIBE and PING) exist only while at least one waiter is
+// subscribed: the last stop closes them and waits for the goroutines, so
+// an idle backend holds no goroutine and needs no Close. The zero hub is
+// ready.
+//
+// Activation is exact. After writing a channel's SUBSCRIBE, the writer
+// writes a PING with a payload of its own, numbered; the node answers
+// commands on a connection in order, so its pong proves that every
+// SUBSCRIBE written before it has taken effect, and only then are the
+// channel's waiters told that they are subscribed. A "subscribe"
+// confirmation is not used: after SUBSCRIBE, UNSUBSCRIBE, SUBSCRIBE of one
+// channel, the first one's would arrive before the second SUBSCRIBE took
+// effect. go-redis reconnects a dropped connection and resubscribes every
+// channel before anything else is written on the new connection, so a
+// pong received on it proves the resubscription too.
+//
+// Dispatch never waits for a write. The hub's mutex guards the bookkeeping
+// and is held by the receiving goroutine while it dispatches; writes are
+// made by the writing goroutine without it. That goroutine is the only one
+// writing, and writes what the bookkeeping says at the time it looks, so
+// SUBSCRIBE and UNSUBSCRIBE of one channel reach the node in the order of
+// the bookkeeping. (go-redis's PubSub has a mutex of its own that a write
+// holds and that Receive takes after every read, so a write stuck in the
+// kernel still delays reception, for at most subscribeTimeout.)
+//
+// After a dropped connection, releases published before go-redis
+// resubscribed were missed. Once a PING written after the drop is
+// answered, every waiter is called with payload "": a release may have
+// happened.
 type hub struct {
 	mu  sync.Mutex
 	sub *subscription // nil while nobody waits
+
+	// wrap, when set (by tests), stands between the hub and go-redis.
+	wrap func(pubSub) pubSub
+}
+
+// pubSub is what the hub uses of a *redis.PubSub.
+type pubSub interface {
+	Subscribe(ctx context.Context, channels ...string) error
+	Unsubscribe(ctx context.Context, channels ...string) error
+	Ping(ctx context.Context, payload ...string) error
+	Receive(ctx context.Context) (any, error)
+	Close() error
 }
 
 // subscription is one pub/sub connection and what it is subscribed to.
+// Its maps and counters are guarded by the hub's mutex.
 type subscription struct {
-	ps       *redis.PubSub
-	ctx      context.Context // the receive loop's, cancelled with the last waiter
-	cancel   context.CancelFunc
-	closing  chan struct{} // closed when the last waiter left
-	done     chan struct{} // closed when the receive loop has returned
-	channels map[string]*channelWaiters
+	ps      pubSub
+	ctx     context.Context // the goroutines', cancelled with the last waiter
+	cancel  context.CancelFunc
+	closing chan struct{} // closed when the last waiter left
+	kick    chan struct{} // capacity 1: the writer has something to do
+	wg      sync.WaitGroup
+
+	channels map[string]*channelWaiters // the channels that have waiters
+	written  map[string]bool            // the channels SUBSCRIBEd, as last written
 	waiters  int
+	pings    uint64 // the number of the last PING planned
+	resync   bool   // the connection dropped: a PING must follow
+	resyncAt uint64 // the PING whose pong ends the resynchronisation; 0 if none
 }
 
 type channelWaiters struct {
-	active  chan struct{} // closed when the node confirmed the SUBSCRIBE
+	active  chan struct{} // closed when confirmed or failed
+	ok      bool          // confirmed: the node has the SUBSCRIBE
+	err     error         // set before active is closed when writing failed
+	ping    uint64        // the PING whose pong confirms it; 0 until written
 	waiters map[*listener]struct{}
 }
 
 // listener is one Notify registration.
-type listener struct{ released func(payload string) }
+type listener struct {
+	released func(payload string)
+	cw       *channelWaiters
+}
 
 // receivePause and maxReceivePause bound the pauses between reconnection
-// attempts of a subscription whose node went away.
+// attempts of a subscription whose node went away, and between retries of
+// a write that failed.
 const (
 	receivePause    = 50 * time.Millisecond
 	maxReceivePause = time.Second
 )
 
-// subscribeTimeout bounds SUBSCRIBE and UNSUBSCRIBE writes issued without
-// a caller's context.
+// subscribeTimeout bounds each round of SUBSCRIBE, UNSUBSCRIBE and PING
+// writes, which are made for all waiters and so without a caller's
+// context.
 const subscribeTimeout = time.Second
 
+// pingPrefix starts the payload of the hub's PINGs, followed by their
+// number.
+const pingPrefix = "redlock:hub:"
+
 func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func(string)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	name := ReleaseChannel(key)
-	me := &listener{released}
 	h.mu.Lock()
 	if h.sub == nil {
-		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		h.sub = &subscription{ps: c.Subscribe(rctx), ctx: rctx, cancel: cancel, closing: make(chan struct{}),
-			done: make(chan struct{}), channels: map[string]*channelWaiters{}}
-		go h.sub.receive(&h.mu)
+		h.sub = h.open(ctx, c)
 	}
 	s := h.sub
 	s.waiters++
 	cw := s.channels[name]
-	var err error
-	if cw == nil {
+	fresh := cw == nil
+	if fresh {
 		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*listener]struct{}{}}
 		s.channels[name] = cw
-		// Under h.mu, so SUBSCRIBE and UNSUBSCRIBE of one channel reach
-		// the node in the order of our bookkeeping.
-		err = s.ps.Subscribe(ctx, name)
 	}
+	me := &listener{released: released, cw: cw}
 	cw.waiters[me] = struct{}{}
+	ok := cw.ok
 	h.mu.Unlock()
+	if fresh {
+		s.wake()
+	}
 
 	var once sync.Once
 	stop := func() { once.Do(func() { h.leave(s, name, me) }) }
-	if err == nil {
-		select {
-		case <-cw.active:
+	if ok {
+		return stop, nil
+	}
+	var err error
+	select {
+	case <-cw.active:
+		if err = cw.err; err == nil {
 			return stop, nil
-		case <-ctx.Done():
-			err = ctx.Err()
 		}
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	stop()
 	return nil, err
 }
 
-// leave removes a waiter; the last one of a channel unsubscribes it, the
-// last one of all closes the connection and waits for the receive loop.
-func (h *hub) leave(s *subscription, name string, me *listener) {
-	h.mu.Lock()
-	cw := s.channels[name]
-	delete(cw.waiters, me)
-	s.waiters--
-	last := s.waiters == 0
-	if last {
-		h.sub = nil // the next waiter starts a new connection
-	} else if len(cw.waiters) == 0 {
-		delete(s.channels, name)
-		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-		_ = s.ps.Unsubscribe(ctx, name) // at worst we keep receiving a channel nobody reads
-		cancel()
+// open starts a subscription and its goroutines; called with h.mu held.
+func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var ps pubSub = c.Subscribe(rctx)
+	if h.wrap != nil {
+		ps = h.wrap(ps)
 	}
-	h.mu.Unlock()
-	if last {
-		close(s.closing)
-		s.cancel() // abandons a dial in progress in the receive loop
-		_ = s.ps.Close()
-		<-s.done
+	s := &subscription{ps: ps, ctx: rctx, cancel: cancel, closing: make(chan struct{}),
+		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{}}
+	s.wg.Add(2)
+	go s.receive(&h.mu)
+	go s.write(&h.mu)
+	return s
+}
+
+// wake tells the writer to look at the bookkeeping.
+func (s *subscription) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default: // it will look anyway
 	}
 }
 
+// leave removes a waiter; the last one of a channel has the writer
+// unsubscribe it, the last one of all closes the connection and waits for
+// the goroutines. Only the last one waits, for at most a write in
+// progress (subscribeTimeout).
+func (h *hub) leave(s *subscription, name string, me *listener) {
+	h.mu.Lock()
+	cw := me.cw
+	delete(cw.waiters, me)
+	s.waiters--
+	last := s.waiters == 0
+	unsubscribe := false
+	if last {
+		h.sub = nil // the next waiter starts a new connection
+	} else if len(cw.waiters) == 0 && s.channels[name] == cw {
+		delete(s.channels, name)
+		unsubscribe = true
+	}
+	h.mu.Unlock()
+	if unsubscribe {
+		s.wake()
+	}
+	if last {
+		close(s.closing)
+		s.cancel() // abandons a dial in progress
+		_ = s.ps.Close()
+		s.wg.Wait()
+	}
+}
+
+// plan is one round of writes.
+type plan struct {
+	subscribe, unsubscribe []string
+	ping                   uint64 // 0: no PING
+}
+
+// planLocked, called with the hub's mutex held, compares the channels that
+// have waiters with the ones written, and plans the writes that bring the
+// node in line, followed by a PING if a channel or a resynchronisation
+// awaits confirmation.
+func (s *subscription) planLocked() plan {
+	var p plan
+	confirm := s.resync
+	for name, cw := range s.channels {
+		if !s.written[name] {
+			s.written[name] = true
+			p.subscribe = append(p.subscribe, name)
+		}
+		if !cw.ok && cw.ping == 0 {
+			confirm = true
+		}
+	}
+	for name := range s.written {
+		if s.channels[name] == nil {
+			delete(s.written, name)
+			p.unsubscribe = append(p.unsubscribe, name)
+		}
+	}
+	if !confirm {
+		return p
+	}
+	s.pings++
+	p.ping = s.pings
+	for _, cw := range s.channels {
+		if !cw.ok && cw.ping == 0 {
+			cw.ping = p.ping
+		}
+	}
+	if s.resync {
+		s.resync, s.resyncAt = false, p.ping
+	}
+	return p
+}
+
+// failedLocked, called with the hub's mutex held after a round of writes
+// failed, fails the channels that round was to confirm (their Notify
+// calls return the error; later ones start afresh) and asks for a
+// resynchronisation: go-redis reconnects after a failed write.
+func (s *subscription) failedLocked(p plan, err error) {
+	if p.ping != 0 {
+		for name, cw := range s.channels {
+			if !cw.ok && cw.ping == p.ping {
+				cw.err = err
+				close(cw.active)
+				delete(s.channels, name) // still in s.written: unsubscribed later
+			}
+		}
+	}
+	s.resync, s.resyncAt = true, 0
+}
+
+// write is the writing goroutine: it brings the node in line with the
+// bookkeeping whenever woken, and retries after a pause while a round
+// failed, until the subscription closes.
+func (s *subscription) write(mu *sync.Mutex) {
+	defer s.wg.Done()
+	pause := receivePause
+	retry := time.NewTimer(0)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-s.kick:
+		case <-retry.C:
+		}
+		mu.Lock()
+		p := s.planLocked()
+		mu.Unlock()
+		if p.ping == 0 && len(p.unsubscribe) == 0 {
+			continue
+		}
+		if err := s.flush(p); err != nil {
+			mu.Lock()
+			s.failedLocked(p, err)
+			mu.Unlock()
+			retry.Reset(pause)
+			pause = min(2*pause, maxReceivePause)
+			continue
+		}
+		pause = receivePause
+	}
+}
+
+// flush writes one round. Every write is attempted even after one failed,
+// so go-redis's own list of channels, which it resubscribes after a
+// reconnect, matches what was planned.
+func (s *subscription) flush(p plan) error {
+	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
+	defer cancel()
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	if len(p.unsubscribe) > 0 {
+		keep(s.ps.Unsubscribe(ctx, p.unsubscribe...))
+	}
+	if len(p.subscribe) > 0 {
+		keep(s.ps.Subscribe(ctx, p.subscribe...))
+	}
+	if p.ping != 0 {
+		keep(s.ps.Ping(ctx, pingPrefix+strconv.FormatUint(p.ping, 10)))
+	}
+	return first
+}
+
 // receive dispatches the node's messages to the waiters until the
-// subscription closes. mu is the hub's mutex, which guards s.channels.
+// subscription closes. mu is the hub's mutex.
 func (s *subscription) receive(mu *sync.Mutex) {
-	defer close(s.done)
+	defer s.wg.Done()
 	pause := receivePause
 	for {
 		msg, err := s.ps.Receive(s.ctx)
 		if err != nil {
-			// go-redis reconnects and resubscribes on the next Receive;
-			// meanwhile waiters fall back to their backoff delays.
+			select {
+			case <-s.closing:
+				return
+			default:
+			}
+			// go-redis reconnects and resubscribes, in this Receive or the
+			// next, or in the next write; what was published meanwhile is
+			// lost. The writer's next PING tells when it is over.
+			mu.Lock()
+			s.resync, s.resyncAt = true, 0
+			mu.Unlock()
+			s.wake()
 			t := time.NewTimer(pause)
 			select {
 			case <-s.closing:
@@ -134,18 +355,16 @@ func (s *subscription) receive(mu *sync.Mutex) {
 		pause = receivePause
 		mu.Lock()
 		switch m := msg.(type) {
-		case *redis.Subscription:
-			if cw := s.channels[m.Channel]; m.Kind == "subscribe" && cw != nil {
-				select {
-				case <-cw.active:
-				default:
-					close(cw.active)
-				}
-			}
 		case *redis.Message:
 			if cw := s.channels[m.Channel]; cw != nil {
 				for w := range cw.waiters {
 					w.released(m.Payload)
+				}
+			}
+		case *redis.Pong:
+			if n, ok := strings.CutPrefix(m.Payload, pingPrefix); ok {
+				if seq, err := strconv.ParseUint(n, 10, 64); err == nil {
+					s.pongLocked(seq)
 				}
 			}
 		}
@@ -153,6 +372,28 @@ func (s *subscription) receive(mu *sync.Mutex) {
 	}
 }
 
-func (g *goRedis) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+// pongLocked, called with the hub's mutex held, handles the pong of PING
+// seq: everything written before it took effect.
+func (s *subscription) pongLocked(seq uint64) {
+	if s.resyncAt != 0 && seq >= s.resyncAt {
+		// Resubscribed after a drop: a release may have been missed.
+		s.resyncAt = 0
+		for _, cw := range s.channels {
+			if cw.ok {
+				for w := range cw.waiters {
+					w.released("")
+				}
+			}
+		}
+	}
+	for _, cw := range s.channels {
+		if !cw.ok && cw.ping != 0 && cw.ping <= seq {
+			cw.ok = true
+			close(cw.active)
+		}
+	}
+}
+
+func (g *goRedis) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
 	return g.hub.notify(ctx, g.c, key, released)
 }

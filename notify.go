@@ -50,13 +50,17 @@ type Notifier interface {
 	// Notify subscribes to releases of key. It returns once the
 	// subscription is active on the node, so no release after it returns
 	// is missed. From then until stop is called, every release of key
-	// calls released with the message's payload (the releasing token),
+	// calls released with the message's payload (release.lua publishes
+	// the releasing token, so that a waiter can tell its own rollbacks),
 	// from the node's receiving goroutine: released must be quick and must
-	// not block. When the subscription was interrupted (a dropped
-	// connection) releases may have been missed: once it is active again,
-	// released is called with payload "". stop must be called; it returns
-	// promptly and only once no call to released is in progress or will
-	// follow.
+	// not block. When the connection to the node dropped
+	// and was restored, releases in between may have been missed: released
+	// is then called with payload "", once the subscription is active
+	// again. Calls with other payloads, or with no release behind them,
+	// are possible too (a key of the same name in another database of the
+	// server, a message published by someone else); a call means only that
+	// the key may be free. stop must be called; it returns promptly and
+	// only once no call to released is in progress or will follow.
 	Notify(ctx context.Context, key string, released func(payload string)) (stop func(), err error)
 }
 
@@ -222,9 +226,10 @@ type queue struct {
 	waiters []*wakeup
 }
 
-// lineTagger lets a benchmark stand one process's Backends in for another
-// process's: a tag joins the line's id, so workers of one test binary can
-// wait in separate lines as separate processes would.
+// lineTagger is a Backend whose keys are told apart by more than its Name:
+// a tag joins the line's id. The go-redis adapter tags a database other
+// than 0; a benchmark tags workers of one test binary so that they wait in
+// separate lines, as separate processes would.
 type lineTagger interface{ lineTag() string }
 
 // queues holds the lines that have waiters; a line is dropped with its

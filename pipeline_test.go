@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,6 +63,13 @@ func (q *coalescer) queued() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queue)
+}
+
+// flying reports whether a command or batch is in flight.
+func (q *coalescer) flying() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.busy && len(q.queue) == 0
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -169,14 +178,267 @@ func TestCoalescerBatchOutlivesOneCallersDeadline(t *testing.T) {
 	defer cancel()
 	long, cancel2 := context.WithTimeout(t.Context(), 2*time.Hour)
 	defer cancel2()
-	ctx, stop := batchContext([]*queuedCall{{ctx: short}, {ctx: long}})
+	ctx, stop := batchContext([]*call{{ctx: short}, {ctx: long}})
 	defer stop()
 	d, ok := ctx.Deadline()
 	require.True(t, ok)
 	ld, _ := long.Deadline()
 	assert.Equal(t, ld, d, "the batch lives as long as its most patient caller")
-	ctx, stop = batchContext([]*queuedCall{{ctx: short}, {ctx: context.Background()}})
+	ctx, stop = batchContext([]*call{{ctx: short}, {ctx: context.Background()}})
 	defer stop()
 	_, ok = ctx.Deadline()
 	assert.False(t, ok)
+}
+
+// silentServer accepts connections on 127.0.0.1, reads what they send and
+// never answers, like a node that hangs. It stops with the test.
+func silentServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if closed {
+				c.Close()
+			} else {
+				conns = append(conns, c)
+				wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
+			}
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// result is what a process call returned and how long it took.
+type result struct {
+	err  error
+	took time.Duration
+}
+
+// await returns what r delivers, or fails the test when nothing came within
+// the watchdog (a guard against hanging, not a measure of time).
+func await(t *testing.T, r <-chan result) result {
+	t.Helper()
+	select {
+	case got := <-r:
+		return got
+	case <-time.After(watchdog):
+		t.Error("the caller did not return")
+		return result{}
+	}
+}
+
+func processAsync(q *coalescer, ctx context.Context) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		err := q.process(ctx, redis.NewIntCmd(ctx, "incr", "n"))
+		ch <- result{err, time.Since(start)}
+	}()
+	return ch
+}
+
+// TestCoalescerCallerKeepsItsOwnDeadline: on a node that never answers, a
+// caller with a short deadline that shares a batch with a caller with a
+// long one returns at its own deadline, not at the batch's, even when it is
+// the first in the batch (which used to send it and wait for it).
+func TestCoalescerCallerKeepsItsOwnDeadline(t *testing.T) {
+	q := &coalescer{c: client(t, silentServer(t))}
+	const first, short, long = 300 * time.Millisecond, 600 * time.Millisecond, 10 * time.Second
+
+	// A first command flies; the next two queue behind it and go out
+	// together when it times out.
+	ctx0, cancel0 := context.WithTimeout(t.Context(), first)
+	defer cancel0()
+	r0 := processAsync(q, ctx0)
+	waitFor(t, func() bool { return q.flying() })
+	ctxS, cancelS := context.WithTimeout(t.Context(), short)
+	defer cancelS()
+	rS := processAsync(q, ctxS)
+	waitFor(t, func() bool { return q.queued() == 1 }) // the short one first: it would lead the batch
+	ctxL, cancelL := context.WithTimeout(t.Context(), long)
+	defer cancelL()
+	rL := processAsync(q, ctxL)
+	waitFor(t, func() bool { return q.queued() == 2 })
+	require.Empty(t, r0, "both queued while the first was in flight")
+	assert.Error(t, (<-r0).err)
+
+	s := <-rS
+	assert.ErrorIs(t, s.err, context.DeadlineExceeded)
+	select {
+	case <-rL:
+		t.Fatal("the long caller returned with the short one")
+	default:
+	}
+	assert.Less(t, s.took, long/4, "the short caller returned at its own deadline, not the batch's")
+	cancelL()
+	assert.ErrorIs(t, (<-rL).err, context.Canceled)
+}
+
+// TestCoalescerCancelledCallerReturnsPromptly: a caller without a deadline
+// whose command is in flight on a node that never answers, first in a
+// batch with a caller with a long deadline, returns as soon as it is
+// cancelled.
+func TestCoalescerCancelledCallerReturnsPromptly(t *testing.T) {
+	q := &coalescer{c: client(t, silentServer(t))}
+	const first, long = 300 * time.Millisecond, 10 * time.Second
+
+	ctx0, cancel0 := context.WithTimeout(t.Context(), first)
+	defer cancel0()
+	r0 := processAsync(q, ctx0)
+	waitFor(t, func() bool { return q.flying() })
+	ctxC, cancelC := context.WithCancel(t.Context())
+	defer cancelC()
+	rC := processAsync(q, ctxC)
+	waitFor(t, func() bool { return q.queued() == 1 })
+	ctxL, cancelL := context.WithTimeout(t.Context(), long)
+	defer cancelL()
+	rL := processAsync(q, ctxL)
+	waitFor(t, func() bool { return q.queued() == 2 })
+	require.Empty(t, r0, "both queued while the first was in flight")
+	<-r0
+	waitFor(t, func() bool { return q.queued() == 0 }) // the two are in flight
+
+	start := time.Now()
+	cancelC()
+	c := <-rC
+	took := time.Since(start)
+	assert.ErrorIs(t, c.err, context.Canceled)
+	select {
+	case <-rL:
+		t.Fatal("the long caller returned with the cancelled one")
+	default:
+	}
+	assert.Less(t, took, long/4, "the cancelled caller returned at once, not at the batch's deadline")
+	cancelL()
+	assert.ErrorIs(t, (<-rL).err, context.Canceled)
+}
+
+// holdPipes is a go-redis hook that holds every pipeline of incr commands
+// until its context ends or the test releases it, and hands its context to
+// the test.
+type holdPipes struct {
+	ctxs    chan context.Context
+	release chan struct{}
+}
+
+func (h *holdPipes) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdPipes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "incr" {
+			h.ctxs <- ctx
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-h.release:
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdPipes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() == "incr" {
+			h.ctxs <- ctx
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-h.release:
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestCoalescerBatchCancelledWhenAllGaveUp: a batch in flight keeps going
+// while one of its callers waits, and its context is cancelled once the
+// last one gave up, so the sender stops (here: at the hook; in go-redis: in
+// a dial or a wait for a pooled connection).
+func TestCoalescerBatchCancelledWhenAllGaveUp(t *testing.T) {
+	_, _, c := gatedCoalescer(t, false)
+	h := &holdPipes{ctxs: make(chan context.Context, 4), release: make(chan struct{})}
+	defer close(h.release)
+	c.AddHook(h)
+	q := &coalescer{c: c}
+
+	ctx0, cancel0 := context.WithCancel(t.Context())
+	r0 := processAsync(q, ctx0)
+	solo := <-h.ctxs
+	ctxA, cancelA := context.WithCancel(t.Context())
+	rA := processAsync(q, ctxA)
+	waitFor(t, func() bool { return q.queued() == 1 })
+	ctxB, cancelB := context.WithCancel(t.Context())
+	rB := processAsync(q, ctxB)
+	waitFor(t, func() bool { return q.queued() == 2 })
+	cancel0() // a batch of one runs on its caller's context
+	assert.ErrorIs(t, await(t, r0).err, context.Canceled)
+	<-solo.Done()
+
+	batch := <-h.ctxs // A and B in flight as one pipeline
+	cancelA()
+	assert.ErrorIs(t, await(t, rA).err, context.Canceled, "the first of the batch returns at once")
+	assert.NoError(t, batch.Err(), "B still waits for the batch")
+	cancelB()
+	assert.ErrorIs(t, await(t, rB).err, context.Canceled)
+	select {
+	case <-batch.Done(): // the last caller to give up cancelled it
+	case <-time.After(watchdog):
+		t.Error("the batch was not cancelled")
+	}
+}
+
+// TestCoalescerLoneCallerDoesNotSendTheQueue: when a command sent alone
+// lands with others queued behind it, its caller returns at once, and the
+// queue goes out without it.
+func TestCoalescerLoneCallerDoesNotSendTheQueue(t *testing.T) {
+	_, _, c := gatedCoalescer(t, false)
+	h := &holdPipes{ctxs: make(chan context.Context, 4), release: make(chan struct{})}
+	defer close(h.release)
+	c.AddHook(h)
+	q := &coalescer{c: c}
+
+	r0 := processAsync(q, t.Context())
+	<-h.ctxs // in flight
+	r1 := processAsync(q, t.Context())
+	waitFor(t, func() bool { return q.queued() == 1 })
+	h.release <- struct{}{} // the lone command lands
+	<-h.ctxs                // the queued one is in flight, held
+	assert.NoError(t, await(t, r0).err, "the lone caller returned while the queue it left is in flight")
+	h.release <- struct{}{}
+	assert.NoError(t, await(t, r1).err)
+	waitFor(t, func() bool { return !q.flying() })
+}
+
+// TestCoalescerCallerThatGaveUpSendsNothing: a context that has already
+// ended sends nothing.
+func TestCoalescerCallerThatGaveUpSendsNothing(t *testing.T) {
+	q, g, _ := gatedCoalescer(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	assert.ErrorIs(t, q.process(ctx, redis.NewIntCmd(ctx, "incr", "n")), context.Canceled)
+	assert.Zero(t, g.singles.Load())
+	assert.False(t, q.flying())
 }
