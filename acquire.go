@@ -41,6 +41,13 @@ func acquirePrepared(ctx context.Context, nodes []Backend, cfg *config, key stri
 	start := cfg.clock.Now()
 	w := &waiter{ctx: ctx, nodes: nodes, cfg: cfg, key: key, gate: -1}
 	lock, err := w.run()
+	w.stopWatching()
+	if lock != nil && !cfg.clock.Now().Before(lock.until) {
+		// Never hand out a lock whose validity is already over (the
+		// process was descheduled between the grant and here).
+		_ = lock.Unlock(ctx)
+		lock, err = nil, fmt.Errorf("%w: %q: validity ran out before Lock returned", ErrNotAcquired, key)
+	}
 	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: w.attempts, Err: err}
 	if lock != nil {
 		e.Fence = lock.fence
@@ -78,7 +85,6 @@ func (w *waiter) run() (*Lock, error) {
 	if w.ctx.Err() != nil { // nothing is sent for a call that is already over
 		return nil, fmt.Errorf("%w: %w (no attempt made)", ErrNotAcquired, context.Cause(w.ctx))
 	}
-	defer w.stopWatching()
 	var err error
 	if queueFirst(w.nodes, w.cfg, w.key) {
 		// Others of this process wait for the key: stand in line behind
@@ -176,9 +182,11 @@ func (w *waiter) watch() bool {
 	return true
 }
 
+// stopWatching unsubscribes and leaves the line, once the call is over.
 func (w *waiter) stopWatching() {
 	if w.unwatch != nil {
 		w.unwatch()
+		w.unwatch = nil
 	}
 }
 

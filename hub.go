@@ -14,9 +14,9 @@ import (
 // process over a single pub/sub connection. The connection and its two
 // goroutines (one receives and dispatches, one writes SUBSCRIBE,
 // UNSUBSCRIBE and PING) exist only while at least one waiter is
-// subscribed: the last stop closes them and waits for the goroutines, so
-// an idle backend holds no goroutine and needs no Close. The zero hub is
-// ready.
+// subscribed: the last stop closes them, and they end within
+// subscribeTimeout, so an idle backend holds no goroutine and needs no
+// Close. The zero hub is ready.
 //
 // Activation is exact. After writing a channel's SUBSCRIBE, the writer
 // writes a PING with a payload of its own, numbered; the node answers
@@ -175,9 +175,10 @@ func (s *subscription) wake() {
 }
 
 // leave removes a waiter; the last one of a channel has the writer
-// unsubscribe it, the last one of all closes the connection and waits for
-// the goroutines. Only the last one waits, for at most a write in
-// progress (subscribeTimeout).
+// unsubscribe it, the last one of all has the connection closed. It never
+// waits for the network, and once it returns, released is not called for
+// me: dispatch runs under the hub's mutex, and me is out of the
+// bookkeeping.
 func (h *hub) leave(s *subscription, name string, me *listener) {
 	h.mu.Lock()
 	cw := me.cw
@@ -198,8 +199,17 @@ func (h *hub) leave(s *subscription, name string, me *listener) {
 	if last {
 		close(s.closing)
 		s.cancel() // abandons a dial in progress
-		_ = s.ps.Close()
-		s.wg.Wait()
+		// Closing waits for a write in progress (go-redis's PubSub holds
+		// its mutex while writing, and a write to a node that stalls while
+		// the connection is re-dialled lasts up to subscribeTimeout). The
+		// waiter that leaves last must not pay for that: for a Lock that
+		// has just been granted it would come out of the lock's validity.
+		// So the connection is closed, and its goroutines waited for, on a
+		// goroutine of its own, which ends within subscribeTimeout.
+		go func() {
+			_ = s.ps.Close()
+			s.wg.Wait()
+		}()
 	}
 }
 
