@@ -73,6 +73,7 @@ type waiter struct {
 	key   string
 
 	attempts  int
+	last      []error    // what each node said to the last attempt
 	leftovers []leftover // SETs of failed attempts that may still hold a node
 	watched   bool       // subscribing was tried (once per call)
 	wake      *wakeup    // release announcements, once subscribed
@@ -173,6 +174,7 @@ func (w *waiter) watch() bool {
 		return false
 	}
 	w.wake, w.unwatch = wake, stop
+	wake.record(w.last)
 	if len(w.nodes) > 1 {
 		if g := gateFor(w.key, w.nodes); wake.notifies[g] {
 			w.gate = g
@@ -204,6 +206,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	}
 	start := w.cfg.clock.Now()
 	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
+	w.last = outcome
 	if w.wake != nil {
 		w.wake.end(outcome)
 	}

@@ -179,12 +179,31 @@ func (w *wakeup) begin(token string) {
 	}
 }
 
-// end records an attempt's outcome per node (nil: granted, then rolled
-// back; ErrNotAcquired: refused; errNotAsked: no news; any other error:
-// unknown, taken as held until the node announces) and wakes the waiter
-// if others' announcements during the attempt freed enough nodes.
+// end records an attempt's outcome per node (see record) and wakes the
+// waiter if others' announcements during the attempt freed enough nodes.
 func (w *wakeup) end(outcome []error) {
 	w.mu.Lock()
+	w.recordLocked(outcome)
+	w.trying = false
+	fire := w.heard && w.freeLocked()
+	w.mu.Unlock()
+	if fire && w.first() {
+		w.wake()
+	}
+}
+
+// record takes an attempt made before subscribing as the starting point.
+func (w *wakeup) record(outcome []error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.recordLocked(outcome)
+}
+
+// recordLocked marks each node by what it said (nil: granted, then rolled
+// back; ErrNotAcquired: refused; errNotAsked: no news; any other error:
+// unknown, taken as held until the node announces), except the nodes
+// heard from during the attempt.
+func (w *wakeup) recordLocked(outcome []error) {
 	for i, err := range outcome {
 		switch {
 		case err == errNotAsked, w.heardFrom[i]:
@@ -193,12 +212,6 @@ func (w *wakeup) end(outcome []error) {
 		default:
 			w.held[i] = true
 		}
-	}
-	w.trying = false
-	fire := w.heard && w.freeLocked()
-	w.mu.Unlock()
-	if fire && w.first() {
-		w.wake()
 	}
 }
 

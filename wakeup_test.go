@@ -76,3 +76,16 @@ func TestWakeupIgnoresOwnRollbacks(t *testing.T) {
 	w.released(2, "")
 	assert.True(t, woke(w), "a possibly missed release (a reconnect) does")
 }
+
+// TestWakeupStartsFromTheAttemptBeforeSubscribing: a waiter refused
+// everywhere before it subscribed waits for a quorum of announcements, not
+// the first one.
+func TestWakeupStartsFromTheAttemptBeforeSubscribing(t *testing.T) {
+	w := soleWaiter(t)
+	w.record(refusedEverywhere)
+	w.released(0, "holder")
+	w.released(1, "holder")
+	assert.False(t, woke(w), "two of five nodes released")
+	w.released(2, "holder")
+	assert.True(t, woke(w), "a quorum released")
+}
