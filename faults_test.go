@@ -90,7 +90,7 @@ func faultProcesses(t *testing.T) (*faultCluster, []*latencyproxy.Proxy) {
 		nodeTimeout: 200 * time.Millisecond,
 		restartTTL:  3 * time.Second,
 		kill:        func(_ *testing.T, i int) { c.Servers[i].Kill() },
-		start:       func(t *testing.T, i int) { c.Servers[i].Restart(t) },
+		start:       func(t *testing.T, i int) { require.NoError(t, c.Servers[i].Restart()) },
 		pause:       func(_ *testing.T, i int) { c.Servers[i].Pause() },
 		resume:      func(_ *testing.T, i int) { c.Servers[i].Resume() },
 		proxied:     proxied,

@@ -144,7 +144,7 @@ func TestRealServersMinorityDown(t *testing.T) {
 	// the masters come back (empty, as after a restart without data) and
 	// the service resumes.
 	for _, s := range c.Servers[:3] {
-		s.Restart(t)
+		require.NoError(t, s.Restart())
 	}
 	l, err = r.Lock(t.Context(), "k")
 	require.NoError(t, err)

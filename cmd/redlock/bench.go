@@ -109,7 +109,11 @@ func bench(args []string) int {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 1
 		}
-		defer srv.stop()
+		defer func() {
+			if err := srv.stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: stopping the local servers:", err)
+			}
+		}()
 		user = srv.addrs
 		kind = "local redis-server processes"
 		if !srv.real {

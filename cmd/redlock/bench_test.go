@@ -90,16 +90,28 @@ func TestNiceScale(t *testing.T) {
 }
 
 // TestStartServersStopsThem checks that the servers the command starts
-// answer, and are gone (port closed, process reaped) after stop.
+// answer, and are gone (process reaped, port closed) after stop.
 func TestStartServersStopsThem(t *testing.T) {
 	s, err := startServers(t.Context(), 2)
 	require.NoError(t, err)
 	defer s.stop()
 	require.Len(t, s.addrs, 2)
 	for _, a := range s.addrs {
-		require.NoError(t, waitReady(t.Context(), a))
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		err := c.Ping(t.Context()).Err()
+		c.Close()
+		require.NoError(t, err, "%s does not answer PING", a)
 	}
-	s.stop()
+	var pids []int
+	if s.real {
+		for _, srv := range s.procs.Servers {
+			pids = append(pids, srv.PID())
+		}
+	}
+	require.NoError(t, s.stop())
+	for _, pid := range pids {
+		assert.True(t, pidGone(pid), "redis-server pid %d still exists after stop", pid)
+	}
 	for _, a := range s.addrs {
 		c, err := net.DialTimeout("tcp", a, time.Second)
 		if err == nil {
@@ -107,7 +119,7 @@ func TestStartServersStopsThem(t *testing.T) {
 		}
 		assert.Error(t, err, "%s still accepts connections after stop", a)
 	}
-	s.stop() // a second stop is harmless
+	assert.NoError(t, s.stop(), "a second stop is harmless")
 }
 
 func TestRunPeersNeedsTheBenchModule(t *testing.T) {

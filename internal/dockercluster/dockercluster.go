@@ -61,14 +61,13 @@ import (
 
 	"github.com/quorumlock/redlock/internal/freeport"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
+	"github.com/quorumlock/redlock/internal/testenv"
 )
 
 const (
 	// ImageEnv names the image to run; DefaultImage is used when it is empty.
 	ImageEnv     = "REDLOCK_REDIS_IMAGE"
 	DefaultImage = "redlock-redis:7"
-	// RequireEnv=1 turns "no Docker / no image / no tools" skips into failures.
-	RequireEnv = "REDLOCK_REQUIRE_DOCKER"
 	// Label is set (value "1") on every container and network created here, so
 	// leftovers can be removed with `docker rm -f $(docker ps -aq --filter label=redlock.dockercluster)`.
 	Label = "redlock.dockercluster"
@@ -88,19 +87,6 @@ func Image() string {
 		return img
 	}
 	return DefaultImage
-}
-
-// Required reports whether REDLOCK_REQUIRE_DOCKER=1.
-func Required() bool { return os.Getenv(RequireEnv) == "1" }
-
-// skipOrFatal skips the test, or fails it when REDLOCK_REQUIRE_DOCKER=1.
-func skipOrFatal(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := "dockercluster: " + fmt.Sprintf(format, args...)
-	if Required() {
-		t.Fatalf("%s (%s=1, so this is fatal)", msg, RequireEnv)
-	}
-	t.Skipf("%s (set %s=1 to fail instead of skipping)", msg, RequireEnv)
 }
 
 // Cluster is a set of independent Redis containers.
@@ -133,23 +119,23 @@ type Node struct {
 
 // Start runs n Redis containers, each on a fresh network, and waits until each
 // answers PING through 127.0.0.1. It skips (or fails, with
-// REDLOCK_REQUIRE_DOCKER=1) when no Docker engine answers or the image is
-// missing. Containers and networks are removed in t.Cleanup.
+// REDLOCK_REQUIRE_DOCKER=1: see internal/testenv) when no Docker engine
+// answers or the image is missing. Containers and networks are removed in t.Cleanup.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	pool, err := dockertest.NewPool("")
 	if err != nil {
-		skipOrFatal(t, "cannot create a Docker client: %v", err)
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: cannot create a Docker client: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err = pool.Client.PingWithContext(ctx)
 	cancel()
 	if err != nil {
-		skipOrFatal(t, "no Docker engine answers: %v", err)
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: no Docker engine answers: %v", err)
 	}
 	image := Image()
 	if _, err := pool.Client.InspectImage(image); err != nil {
-		skipOrFatal(t, "image %s not available locally (%v); build it with scripts/redis-image.sh (nothing is pulled)", image, err)
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: image %s not available locally (%v); build it with scripts/redis-image.sh (nothing is pulled)", image, err)
 	}
 	repo, tag := splitImage(image)
 
@@ -402,11 +388,11 @@ func (n *Node) nsenterOutput(t testing.TB, tool string, args ...string) (string,
 	t.Helper()
 	for _, bin := range []string{"nsenter", tool} {
 		if _, err := exec.LookPath(bin); err != nil {
-			skipOrFatal(t, "%s not found on the host (Debian: apt-get install util-linux iptables)", bin)
+			testenv.SkipOrFail(t, testenv.Docker, "dockercluster: %s not found on the host (Debian: apt-get install util-linux iptables)", bin)
 		}
 	}
 	if os.Geteuid() != 0 {
-		skipOrFatal(t, "%s in a container's network namespace needs root (nsenter)", tool)
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: %s in a container's network namespace needs root (nsenter)", tool)
 	}
 	c, err := n.pool.Client.InspectContainer(n.id)
 	if err != nil {

@@ -1,22 +1,31 @@
-// Package redisserver runs real redis-server processes on 127.0.0.1 for tests.
+// Package redisserver runs real redis-server processes on 127.0.0.1, for the
+// tests and for the commands (redlock bench) that need servers of their own.
 //
-// Every server listens on a free loopback port, works in its own t.TempDir(),
-// has persistence disabled (--save "" --appendonly no) and is killed by PID when
-// the test that started it finishes.
+// Launch is the core: it starts n servers, each on a free loopback port with
+// persistence disabled (--save "" --appendonly no) in a working directory of
+// its own, waits until every one answers PING and returns errors rather than
+// failing anything; Cluster.Stop kills every server by PID, waits for it to
+// be reaped and removes the directories. Start wraps Launch for tests: it
+// skips the test when redis-server is not on PATH (or fails it, see
+// internal/testenv) and stops the servers in t.Cleanup.
+//
+// On Linux every server gets PR_SET_PDEATHSIG=SIGKILL, so it dies with the
+// process that started it even when that process is killed before it could
+// call Stop.
 package redisserver
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
-	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/freeport"
@@ -25,14 +34,10 @@ import (
 // Binary is the name of the executable looked up on PATH.
 const Binary = "redis-server"
 
-// RequireEnv is the environment variable that turns a missing redis-server
-// from a skipped test into a failed one.
-const RequireEnv = "REDLOCK_REQUIRE_REDIS"
-
-// StartTimeout bounds how long Start and Restart wait for a server to answer PING.
+// StartTimeout bounds how long Launch and Restart wait for a server to answer PING.
 const StartTimeout = 5 * time.Second
 
-// startAttempts is how many ports Start tries per server before giving up
+// startAttempts is how many ports Launch tries per server before giving up
 // (another process may grab a port between probing it and redis binding it).
 const startAttempts = 3
 
@@ -42,15 +47,51 @@ func Available() bool {
 	return err == nil
 }
 
-// Required reports whether REDLOCK_REQUIRE_REDIS=1, i.e. tests must fail
-// rather than skip when redis-server is unavailable.
-func Required() bool {
-	return os.Getenv(RequireEnv) == "1"
+// Options adjust Launch. The zero value is what tests use.
+type Options struct {
+	// Dir is where Launch creates the cluster's temporary directory (one
+	// subdirectory per server), which Stop removes. Empty means os.TempDir().
+	Dir string
+	// OwnProcessGroup puts every server in a process group of its own (on
+	// Unix), so that a Ctrl-C on the terminal reaches only the command that
+	// launched it, which then stops the server itself. Without it a Ctrl-C
+	// reaches the servers too.
+	OwnProcessGroup bool
 }
 
 // Cluster is a set of independent redis-server processes.
 type Cluster struct {
 	Servers []*Server
+
+	dir string
+}
+
+// Launch starts n redis-server processes on free 127.0.0.1 ports and waits
+// until each answers PING, for at most StartTimeout each or until ctx ends.
+// The caller must call Stop. On error Launch has already stopped whatever it
+// started; the error says which server failed and includes its output.
+func Launch(ctx context.Context, n int, opts Options) (*Cluster, error) {
+	bin, err := exec.LookPath(Binary)
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: %s not found on PATH: %w", Binary, err)
+	}
+	dir, err := os.MkdirTemp(opts.Dir, "redisserver-")
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: %w", err)
+	}
+	c := &Cluster{dir: dir}
+	for i := range n {
+		s := &Server{bin: bin, dir: filepath.Join(dir, strconv.Itoa(i)), ownGroup: opts.OwnProcessGroup}
+		c.Servers = append(c.Servers, s)
+		err := os.Mkdir(s.dir, 0o700)
+		if err == nil {
+			err = s.start(ctx)
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("redisserver: server %d: %w", i, err), c.Stop())
+		}
+	}
+	return c, nil
 }
 
 // Addrs returns the "127.0.0.1:port" address of every server, in order.
@@ -62,12 +103,29 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
+// Stop kills every server by PID (resuming it first if paused), waits until
+// each process has been reaped and removes the cluster's directory. It is
+// safe to call more than once; a Server cannot be restarted after Stop.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, s := range c.Servers {
+		errs = append(errs, s.Kill())
+	}
+	if c.dir != "" {
+		if err := os.RemoveAll(c.dir); err != nil {
+			errs = append(errs, fmt.Errorf("redisserver: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Server is one redis-server process. Its address stays the same across Restart.
 type Server struct {
-	bin  string
-	dir  string
-	port int
-	addr string
+	bin      string
+	dir      string
+	ownGroup bool
+	port     int
+	addr     string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -76,50 +134,19 @@ type Server struct {
 	log    *syncBuffer // stdout+stderr of the current process
 }
 
-// Start launches n redis-server processes and waits until each answers PING.
-// If redis-server is not on PATH the test is skipped, or failed when
-// REDLOCK_REQUIRE_REDIS=1. All processes are killed in t.Cleanup.
-func Start(t testing.TB, n int) *Cluster {
-	t.Helper()
-	bin, err := exec.LookPath(Binary)
-	if err != nil {
-		msg := fmt.Sprintf("redisserver: %s not found on PATH (%v); install it (Debian: apt-get install redis-server)", Binary, err)
-		if Required() {
-			t.Fatalf("%s; %s=1 so this is fatal", msg, RequireEnv)
-		}
-		t.Skipf("%s; set %s=1 to fail instead of skipping", msg, RequireEnv)
-	}
-
-	c := &Cluster{}
-	t.Cleanup(func() {
-		for _, s := range c.Servers {
-			s.Kill()
-		}
-	})
-	for i := 0; i < n; i++ {
-		s := &Server{bin: bin, dir: t.TempDir()}
-		c.Servers = append(c.Servers, s)
-		var lastErr error
-		for attempt := 0; attempt < startAttempts; attempt++ {
-			port, err := freeport.Get()
-			if err != nil {
-				t.Fatalf("redisserver: finding a free port: %v", err)
-			}
-			s.port = port
-			s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			if lastErr = s.launch(); lastErr == nil {
-				break
-			}
-		}
-		if lastErr != nil {
-			t.Fatalf("redisserver: server %d: %v", i, lastErr)
-		}
-	}
-	return c
-}
-
 // Addr returns "127.0.0.1:port"; it is stable across Restart.
 func (s *Server) Addr() string { return s.addr }
+
+// PID returns the process ID of the running (or paused) process, or 0 when
+// the server is not running.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.runningLocked() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
 
 // Running reports whether the process is alive (paused counts as running).
 func (s *Server) Running() bool {
@@ -140,70 +167,103 @@ func (s *Server) runningLocked() bool {
 	}
 }
 
-// Kill sends SIGKILL (after SIGCONT if paused) and waits for the process to be
-// reaped. It is a no-op if the server is not running.
-func (s *Server) Kill() {
+// Kill sends SIGKILL to the process by PID (after SIGCONT if paused) and
+// waits until it has been reaped. It is a no-op if the server is not running.
+func (s *Server) Kill() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.killLocked()
+	return s.killLocked()
 }
 
-func (s *Server) killLocked() {
+func (s *Server) killLocked() error {
 	if !s.runningLocked() {
-		return
+		return nil
 	}
 	if s.paused {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		_ = resume(s.cmd.Process)
 		s.paused = false
 	}
-	_ = s.cmd.Process.Kill()
+	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("redisserver: killing %s (pid %d): %w", s.addr, s.cmd.Process.Pid, err)
+	}
 	<-s.done
+	return nil
 }
 
-// Pause stops the process with SIGSTOP: connections stay open but nothing is answered.
-func (s *Server) Pause() {
+// Pause stops the process with SIGSTOP: connections stay open but nothing is
+// answered. It is a no-op if the server is not running or already paused.
+func (s *Server) Pause() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.runningLocked() || s.paused {
-		return
+		return nil
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err == nil {
-		s.paused = true
+	if err := pause(s.cmd.Process); err != nil {
+		return fmt.Errorf("redisserver: pausing %s: %w", s.addr, err)
 	}
+	s.paused = true
+	return nil
 }
 
-// Resume continues a paused process with SIGCONT.
-func (s *Server) Resume() {
+// Resume continues a paused process with SIGCONT. It is a no-op if the
+// server is not running or not paused.
+func (s *Server) Resume() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.runningLocked() || !s.paused {
-		return
+		return nil
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err == nil {
-		s.paused = false
+	if err := resume(s.cmd.Process); err != nil {
+		return fmt.Errorf("redisserver: resuming %s: %w", s.addr, err)
 	}
+	s.paused = false
+	return nil
 }
 
 // Restart kills the server if it is still running and starts it again on the
 // same port with an empty dataset, waiting until it answers PING.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
+func (s *Server) Restart() error {
 	s.mu.Lock()
-	s.killLocked()
+	err := s.killLocked()
 	s.mu.Unlock()
-	var err error
-	for attempt := 0; attempt < startAttempts; attempt++ {
-		if err = s.launch(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err != nil {
+		return err
 	}
-	t.Fatalf("redisserver: restarting %s: %v", s.addr, err)
+	for attempt := 0; attempt < startAttempts; attempt++ {
+		if attempt > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err = s.launch(context.Background()); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("redisserver: restarting %s: %w", s.addr, err)
+}
+
+// start launches the first process on a free port, trying another port
+// when that one turns out to be taken.
+func (s *Server) start(ctx context.Context) error {
+	var err error
+	for attempt := 0; attempt < startAttempts && ctx.Err() == nil; attempt++ {
+		var port int
+		if port, err = freeport.Get(); err != nil {
+			return fmt.Errorf("finding a free port: %w", err)
+		}
+		s.port = port
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if err = s.launch(ctx); err == nil {
+			return nil
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 // launch starts one process on s.port and waits for PING. On failure the
 // process is killed and an error including its output is returned.
-func (s *Server) launch() error {
+func (s *Server) launch(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	log := &syncBuffer{}
@@ -219,7 +279,7 @@ func (s *Server) launch() error {
 	cmd.Dir = s.dir
 	cmd.Stdout = log
 	cmd.Stderr = log
-	setSysProcAttr(cmd)
+	setSysProcAttr(cmd, s.ownGroup)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", s.bin, err)
 	}
@@ -230,32 +290,34 @@ func (s *Server) launch() error {
 	}()
 	s.cmd, s.done, s.log, s.paused = cmd, done, log, false
 
-	if err := waitPing(s.addr, done, StartTimeout); err != nil {
-		s.killLocked()
-		return fmt.Errorf("%s (pid %d) did not answer PING on %s: %w\n--- redis-server output ---\n%s",
-			s.bin, cmd.Process.Pid, s.addr, err, log.String())
+	if err := waitPing(ctx, s.addr, done, StartTimeout); err != nil {
+		kerr := s.killLocked()
+		return errors.Join(fmt.Errorf("%s (pid %d) did not answer PING on %s: %w\n--- redis-server output ---\n%s",
+			s.bin, cmd.Process.Pid, s.addr, err, log.String()), kerr)
 	}
 	return nil
 }
 
 // waitPing polls addr with a RESP PING until it gets +PONG, the process exits
-// (done is closed) or timeout passes.
-func waitPing(addr string, done <-chan struct{}, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var lastErr error
+// (done is closed), ctx ends or timeout passes.
+func waitPing(ctx context.Context, addr string, done <-chan struct{}, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	for {
+		lastErr := ping(addr, 500*time.Millisecond)
+		if lastErr == nil {
+			return nil
+		}
 		select {
 		case <-done:
 			return errors.New("process exited")
-		default:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("timed out after %v: %w", timeout, lastErr)
+			}
+			return errors.Join(lastErr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
 		}
-		if lastErr = ping(addr, 500*time.Millisecond); lastErr == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v: %w", timeout, lastErr)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -7,9 +7,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/testenv"
 )
+
+// TestMain fails the package when a test leaves a goroutine behind (each
+// server has one that reaps its process).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func client(t *testing.T, addr string) *redis.Client {
 	t.Helper()
@@ -63,7 +69,9 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("other server affected by Kill: %v", err)
 	}
 
-	s0.Restart(t)
+	if err := s0.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	if s0.Addr() != addrs[0] {
 		t.Fatalf("address changed across Restart: %s -> %s", addrs[0], s0.Addr())
 	}
@@ -112,14 +120,16 @@ func TestRestartRunningServer(t *testing.T) {
 	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	s.Restart(t) // kills the live process first
+	if err := s.Restart(); err != nil { // kills the live process first
+		t.Fatal(err)
+	}
 	if err := c.Get(context.Background(), "k").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("GET after Restart: %v, want redis.Nil", err)
 	}
 }
 
 func TestAvailable(t *testing.T) {
-	if !redisserver.Available() && redisserver.Required() {
+	if !redisserver.Available() && testenv.Required(testenv.Redis) {
 		t.Fatal("redis-server not on PATH but REDLOCK_REQUIRE_REDIS=1")
 	}
 }

@@ -1,0 +1,31 @@
+package redisserver
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/quorumlock/redlock/internal/testenv"
+)
+
+// Start launches n redis-server processes for a test (see Launch), in
+// directories under t.TempDir(), and stops them in t.Cleanup. If
+// redis-server is not on PATH the test is skipped, or failed when
+// REDLOCK_REQUIRE_REDIS=1 (see internal/testenv); any other error fails it.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if _, err := exec.LookPath(Binary); err != nil {
+		testenv.SkipOrFail(t, testenv.Redis,
+			"redisserver: %s not found on PATH (%v); install it (Debian: apt-get install redis-server)", Binary, err)
+	}
+	c, err := Launch(context.Background(), n, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
