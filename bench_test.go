@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 )
 
 // The hot-path benchmarks: this library alone, on real redis-server
@@ -23,7 +23,7 @@ var benchNodeCounts = []int{1, 3, 5, 7}
 // benchLockers starts 7 servers and calls f with a locker over the first n
 // for every n in benchNodeCounts: Single for one node, Redlock otherwise.
 func benchLockers(b *testing.B, f func(b *testing.B, lk Locker)) {
-	c := redisserver.Start(b, 7)
+	c := redistest.Start(b, 7)
 	bs := make([]Backend, len(c.Servers))
 	for i, addr := range c.Addrs() {
 		bs[i] = NewBackend(client(b, addr))

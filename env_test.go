@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -446,7 +446,7 @@ func TestConfigPrintingHidesPasswords(t *testing.T) {
 // password, whatever the real redis-server answers (one requires another
 // password, the other has no user alice).
 func TestNodeErrorsHidePasswords(t *testing.T) {
-	c := redisserver.Start(t, 2)
+	c := redistest.Start(t, 2)
 	addrs := c.Addrs()
 	require.NoError(t, client(t, addrs[0]).ConfigSet(t.Context(), "requirepass", "the-real-one").Err())
 	enc := url.UserPassword("alice", secret).String()

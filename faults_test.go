@@ -22,7 +22,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,7 +76,7 @@ func (fc *faultCluster) locker(t *testing.T, bs []Backend, opts ...Option) *Redl
 // in front for the faults a process cannot have by itself (latency, a cut
 // network).
 func faultProcesses(t *testing.T) (*faultCluster, []*latencyproxy.Proxy) {
-	c := redisserver.Start(t, 5)
+	c := redistest.Start(t, 5)
 	proxies := make([]*latencyproxy.Proxy, len(c.Servers))
 	proxied := make([]string, len(c.Servers))
 	for i, s := range c.Servers {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 )
 
 // BenchmarkHandoff measures what release notifications do for waiters: 8
@@ -38,7 +38,7 @@ import (
 //	go test -run '^$' -bench BenchmarkHandoff -benchtime 400x
 func BenchmarkHandoff(b *testing.B) {
 	for _, n := range []int{1, 5} {
-		c := redisserver.Start(b, n)
+		c := redistest.Start(b, n)
 		for _, procs := range []int{1, 8} {
 			for _, on := range []bool{false, true} {
 				b.Run(fmt.Sprintf("N=%d/procs=%d/handoff=%v", n, procs, on), func(b *testing.B) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -187,7 +187,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 // (payload ""), and later releases arrive again. On a real redis-server
 // behind a proxy that cuts the connection.
 func TestHubReconnectTellsWaiters(t *testing.T) {
-	srv := redisserver.Start(t, 1)
+	srv := redistest.Start(t, 1)
 	p := proxied(t, srv.Servers[0].Addr())
 	g := NewBackend(client(t, p.Addr())).(*goRedis)
 	direct := client(t, srv.Servers[0].Addr())

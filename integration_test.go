@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 // REDLOCK_REQUIRE_REDIS=1.
 func realNodes(t *testing.T, n int) (*redisserver.Cluster, []Backend) {
 	t.Helper()
-	c := redisserver.Start(t, n)
+	c := redistest.Start(t, n)
 	bs := make([]Backend, n)
 	for i, addr := range c.Addrs() {
 		bs[i] = NewBackend(client(t, addr))

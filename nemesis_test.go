@@ -34,7 +34,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/faultproxy"
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -292,7 +292,7 @@ func (f *fenceRecords) verify(t *testing.T, sections []exclusion.Section) int {
 // along. Whatever the library does about it, the holder's key must stay
 // on a quorum while its validity lasts and no one else may get the lock.
 func TestNemesisTargetedLateRelease(t *testing.T) {
-	nemesisTargetedLateRelease(t, redisserver.Start(t, 3).Addrs())
+	nemesisTargetedLateRelease(t, redistest.Start(t, 3).Addrs())
 }
 
 // nemesisTargetedLateRelease runs the scripted sequence on three masters.
@@ -639,7 +639,7 @@ func nemesisReportSchedule(t *testing.T, schedule []nemesisEvent, overlaps []exc
 // eight lockers (half fenced, half with go-redis's default resends), two
 // keys, TTL 500 ms, node timeout 40 ms. About 45 s by default.
 func TestNemesis(t *testing.T) {
-	c := redisserver.Start(t, 5)
+	c := redistest.Start(t, 5)
 	runNemesis(t, nemesisProxies(t, c.Addrs()), nemesisRun{
 		seed:        nemesisSeed(t),
 		duration:    nemesisDuration(t, 45*time.Second),

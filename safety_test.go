@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -383,7 +383,7 @@ func TestCancelledLockSendsNothing(t *testing.T) {
 // ACL denies PUBLISH, release.lua deleted the key and then failed, so
 // every Unlock reported ErrUnavailable although it had released.
 func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
-	c := redisserver.Start(t, 1)
+	c := redistest.Start(t, 1)
 	addr := c.Addrs()[0]
 	require.NoError(t, client(t, addr).Do(t.Context(),
 		"acl", "setuser", "locker", "on", ">secret", "~*", "&*", "+@all", "-publish").Err())

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,7 +53,7 @@ func servers(b *testing.B) []*redis.Client {
 			}
 		}
 	} else {
-		addrs = redisserver.Start(b, maxNodes).Addrs()
+		addrs = redistest.Start(b, maxNodes).Addrs()
 	}
 	clients := make([]*redis.Client, len(addrs))
 	for i, addr := range addrs {

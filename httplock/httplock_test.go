@@ -16,7 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/httplock"
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -51,8 +51,8 @@ func open(t *testing.T, strategy string, addrs ...string) redlock.Locker {
 func backends(t *testing.T, strategy string) map[string]func(t *testing.T) redlock.Locker {
 	return map[string]func(t *testing.T) redlock.Locker{
 		"miniredis": func(t *testing.T) redlock.Locker { return open(t, strategy, miniredis.RunT(t).Addr()) },
-		"real N=1":  func(t *testing.T) redlock.Locker { return open(t, strategy, redisserver.Start(t, 1).Addrs()...) },
-		"real N=3":  func(t *testing.T) redlock.Locker { return open(t, strategy, redisserver.Start(t, 3).Addrs()...) },
+		"real N=1":  func(t *testing.T) redlock.Locker { return open(t, strategy, redistest.Start(t, 1).Addrs()...) },
+		"real N=3":  func(t *testing.T) redlock.Locker { return open(t, strategy, redistest.Start(t, 3).Addrs()...) },
 	}
 }
 
@@ -255,7 +255,7 @@ func TestBackendDown(t *testing.T) {
 		assert.Zero(t, g.calls.Load())
 	})
 	t.Run("real 2 of 3 killed", func(t *testing.T) {
-		c := redisserver.Start(t, 3)
+		c := redistest.Start(t, 3)
 		g := newGate()
 		h := serve(t, open(t, redlock.StrategyRetry, c.Addrs()...), g)
 		c.Servers[0].Kill()
@@ -315,7 +315,7 @@ func TestLostLockCancelsHandler(t *testing.T) {
 // clock. The record stays locked throughout, and the handler still answers
 // 200 (the gate writes nothing if its context is cancelled).
 func TestHandlerLongerThanTTLKeepsLock(t *testing.T) {
-	srv := redisserver.Start(t, 1)
+	srv := redistest.Start(t, 1)
 	locker := open(t, redlock.StrategyReject, srv.Addrs()...)
 	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)

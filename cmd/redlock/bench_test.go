@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,7 +61,7 @@ func TestBenchRunsAndDrawsChart(t *testing.T) {
 // TestBenchOnGivenServers runs against servers given with --addrs, with
 // several goroutines, and checks that it leaves no key behind on them.
 func TestBenchOnGivenServers(t *testing.T) {
-	c := redisserver.Start(t, 3)
+	c := redistest.Start(t, 3)
 	require.Equal(t, 0, bench([]string{"--addrs", strings.Join(c.Addrs(), ","), "--nodes", "1,3",
 		"--concurrency", "4", "--duration", "50ms"}))
 	for _, a := range c.Addrs() {

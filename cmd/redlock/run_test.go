@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +29,7 @@ func runT(t *testing.T, args ...string) (status int, stdout, stderr string) {
 // oneMaster starts a redis-server and returns its address and a client.
 func oneMaster(t *testing.T) (string, *redis.Client) {
 	t.Helper()
-	addr := redisserver.Start(t, 1).Addrs()[0]
+	addr := redistest.Start(t, 1).Addrs()[0]
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return addr, c

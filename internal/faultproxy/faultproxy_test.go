@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,7 +62,7 @@ func start(t *testing.T, target string) *Proxy {
 // server starts one redis-server (skipped without one, unless
 // REDLOCK_REQUIRE_REDIS=1) and returns its address.
 func server(t *testing.T) string {
-	return redisserver.Start(t, 1).Servers[0].Addr()
+	return redistest.Start(t, 1).Servers[0].Addr()
 }
 
 func rclient(t *testing.T, addr string, retries int) *redis.Client {

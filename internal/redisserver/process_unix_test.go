@@ -18,13 +18,14 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 )
 
 // needRedis skips (or fails, see internal/testenv) the tests that call
 // Launch directly, as Start does for the others.
 func needRedis(t *testing.T) {
 	t.Helper()
-	redisserver.Start(t, 0)
+	redistest.Start(t, 0)
 }
 
 // gone reports whether no process has the given PID any more (a zombie,
@@ -111,7 +112,7 @@ func TestLaunchStop(t *testing.T) {
 // TestKillRestartByPID checks that Kill reaps the process it killed and
 // that Restart runs a new one at the same address.
 func TestKillRestartByPID(t *testing.T) {
-	s := redisserver.Start(t, 1).Servers[0]
+	s := redistest.Start(t, 1).Servers[0]
 	old := s.PID()
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func ping(c *redis.Client) error {
 }
 
 func TestLifecycle(t *testing.T) {
-	cl := redisserver.Start(t, 2)
+	cl := redistest.Start(t, 2)
 	addrs := cl.Addrs()
 	if len(addrs) != 2 || addrs[0] == addrs[1] {
 		t.Fatalf("Addrs() = %v, want 2 distinct addresses", addrs)
@@ -114,7 +115,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestRestartRunningServer(t *testing.T) {
-	cl := redisserver.Start(t, 1)
+	cl := redistest.Start(t, 1)
 	s := cl.Servers[0]
 	c := client(t, s.Addr())
 	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {

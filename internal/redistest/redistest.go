@@ -1,0 +1,36 @@
+// Package redistest starts redis-server processes for tests, on top of
+// internal/redisserver (which commands use too, without the testing
+// package).
+package redistest
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/testenv"
+)
+
+// Start launches n redis-server processes for a test (see
+// redisserver.Launch), in
+// directories under t.TempDir(), and stops them in t.Cleanup. If
+// redis-server is not on PATH the test is skipped, or failed when
+// REDLOCK_REQUIRE_REDIS=1 (see internal/testenv); any other error fails it.
+func Start(t testing.TB, n int) *redisserver.Cluster {
+	t.Helper()
+	if _, err := exec.LookPath(redisserver.Binary); err != nil {
+		testenv.SkipOrFail(t, testenv.Redis,
+			"redisserver: %s not found on PATH (%v); install it (Debian: apt-get install redis-server)", redisserver.Binary, err)
+	}
+	c, err := redisserver.Launch(context.Background(), n, redisserver.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
