@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -217,7 +218,7 @@ func (w *wakeup) recordLocked(outcome []error) {
 
 // errNotAsked marks a node that an attempt did not ask (a woken attempt
 // refused by the gate asks no other node).
-var errNotAsked = invalidf("node not asked")
+var errNotAsked = errors.New("redlock: node not asked")
 
 func (w *wakeup) wake() {
 	select {
