@@ -87,11 +87,11 @@ func (w *waiter) run() (*Lock, error) {
 		return nil, fmt.Errorf("%w: %w (no attempt made)", ErrNotAcquired, context.Cause(w.ctx))
 	}
 	var err error
-	if queueFirst(w.nodes, w.cfg, w.key) {
+	if queueFirst(w.cfg, w.key) {
 		// Others of this process wait for the key: stand in line behind
 		// them. The first attempt comes on our turn, or when the first
 		// backoff delay runs out at the latest.
-		err = fmt.Errorf("%w: %q: queued behind this process's waiters", ErrNotAcquired, w.key)
+		err = fmt.Errorf("%w: %q: queued behind this locker's waiters", ErrNotAcquired, w.key)
 	} else if lock, e := w.try(false); e == nil {
 		return lock, nil
 	} else {
@@ -220,17 +220,17 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 // attempt and join this process's line for the key: only with hand-off,
 // a Retry strategy that waits (a custom Strategy is not consulted ahead of
 // its time), and someone already in line.
-func queueFirst(nodes []Backend, cfg *config, key string) bool {
+func queueFirst(cfg *config, key string) bool {
 	r, ok := cfg.strategy.(retry)
 	if cfg.noHandoff || !ok || r.retries == 0 || r.base <= 0 {
 		return false
 	}
-	return waiting(key, nodes)
+	return cfg.lines.waiting(key)
 }
 
 // handoffSpread bounds the random pause a woken Redlock waiter takes
 // before its attempt when the hand-off gate (gate.go) failed. Waiters of
-// several processes (one each, see queue) wake on the same release;
+// several processes (one per locker, see line) wake on the same release;
 // attempting all at once splits the nodes' votes so that often nobody
 // reaches a quorum and everyone rolls back. Spreading the attempts over
 // about a round trip lets one waiter take every node first; with a herd of

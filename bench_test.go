@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
 
@@ -22,21 +23,21 @@ var benchNodeCounts = []int{1, 3, 5, 7}
 
 // benchLockers starts 7 servers and calls f with a locker over the first n
 // for every n in benchNodeCounts: Single for one node, Redlock otherwise.
-func benchLockers(b *testing.B, f func(b *testing.B, lk Locker)) {
+func benchLockers(b *testing.B, f func(b *testing.B, lk redlock.Locker)) {
 	c := redistest.Start(b, 7)
-	bs := make([]Backend, len(c.Servers))
+	bs := make([]redlock.Backend, len(c.Servers))
 	for i, addr := range c.Addrs() {
-		bs[i] = NewBackend(client(b, addr))
+		bs[i] = node(b, client(b, addr))
 	}
 	for _, n := range benchNodeCounts {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			opts := []Option{WithTTL(10 * time.Second), WithStrategy(Reject())}
-			var lk Locker
+			opts := []redlock.Option{redlock.WithTTL(10 * time.Second), redlock.WithStrategy(redlock.Reject())}
+			var lk redlock.Locker
 			var err error
 			if n == 1 {
-				lk, err = NewSingle(bs[0], opts...)
+				lk, err = redlock.NewSingle(bs[0], opts...)
 			} else {
-				lk, err = New(bs[:n], opts...)
+				lk, err = redlock.New(bs[:n], opts...)
 			}
 			if err != nil {
 				b.Fatal(err)
@@ -47,7 +48,7 @@ func benchLockers(b *testing.B, f func(b *testing.B, lk Locker)) {
 }
 
 func BenchmarkLockUnlock(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk Locker) {
+	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
 		ctx := context.Background()
 		key := "bench:" + b.Name()
 		b.ReportAllocs()
@@ -65,7 +66,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 
 // BenchmarkLockUnlockParallel runs 32 goroutines, each on its own key.
 func BenchmarkLockUnlockParallel(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk Locker) {
+	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
 		ctx := context.Background()
 		var id atomic.Int64
 		procs := runtime.GOMAXPROCS(0)
@@ -90,7 +91,7 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 
 // BenchmarkTryLockHeld is a Reject attempt on a held key.
 func BenchmarkTryLockHeld(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk Locker) {
+	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
 		ctx := context.Background()
 		key := "bench:" + b.Name()
 		held, err := lk.Lock(ctx, key)
@@ -100,7 +101,7 @@ func BenchmarkTryLockHeld(b *testing.B) {
 		defer held.Unlock(ctx)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := lk.Lock(ctx, key); !errors.Is(err, ErrNotAcquired) {
+			if _, err := lk.Lock(ctx, key); !errors.Is(err, redlock.ErrNotAcquired) {
 				b.Fatalf("a held key was not refused: %v", err)
 			}
 		}
@@ -108,7 +109,7 @@ func BenchmarkTryLockHeld(b *testing.B) {
 }
 
 func BenchmarkExtend(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk Locker) {
+	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
 		ctx := context.Background()
 		l, err := lk.Lock(ctx, "bench:"+b.Name())
 		if err != nil {

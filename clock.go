@@ -13,11 +13,9 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-// SystemClock is the default Clock: [time.Now] and [time.After].
-type SystemClock struct{}
+// systemClock is the default Clock: time.Now, which carries a monotonic
+// reading, and time.After.
+type systemClock struct{}
 
-// Now returns time.Now(), which carries a monotonic reading.
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// After returns time.After(d).
-func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

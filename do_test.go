@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
@@ -9,19 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // watchdog bounds a wait in a test; it guards against hangs and makes no
 // timing claim.
-const watchdog = 20 * time.Second
+const watchdog = testwait.Watchdog
 
 func TestDoHoldsTheLockWhileFnRunsAndReleases(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			ms, bs := minis(t, n)
-			lk := lockerFor(t, bs, WithStrategy(Reject()))
+			lk := lockerFor(t, bs, redlock.WithStrategy(redlock.Reject()))
 			ran := false
 			err := lk.Do(t.Context(), "k", func(ctx context.Context) error {
 				ran = true
@@ -29,7 +31,7 @@ func TestDoHoldsTheLockWhileFnRunsAndReleases(t *testing.T) {
 					assert.True(t, m.Exists("k"), "the key is held while fn runs")
 				}
 				_, err := lk.Lock(ctx, "k")
-				assert.ErrorIs(t, err, ErrNotAcquired, "and excludes others")
+				assert.ErrorIs(t, err, redlock.ErrNotAcquired, "and excludes others")
 				return nil
 			})
 			require.NoError(t, err)
@@ -43,7 +45,7 @@ func TestDoHoldsTheLockWhileFnRunsAndReleases(t *testing.T) {
 
 func TestDoReturnsFnErrorAndReleases(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	err = r.Do(t.Context(), "k", func(context.Context) error { return boom })
@@ -55,12 +57,12 @@ func TestDoReturnsFnErrorAndReleases(t *testing.T) {
 
 func TestDoDoesNotRunFnWithoutTheLock(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithStrategy(Reject()))
+	s, err := redlock.NewSingle(bs[0], redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "other"))
 	ran := false
 	err = s.Do(t.Context(), "k", func(context.Context) error { ran = true; return nil })
-	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.False(t, ran)
 	v, _ := ms[0].Get("k")
 	assert.Equal(t, "other", v)
@@ -68,7 +70,7 @@ func TestDoDoesNotRunFnWithoutTheLock(t *testing.T) {
 
 func TestDoReleasesWhenFnPanics(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	var got any
 	func() {
@@ -83,7 +85,7 @@ func TestDoReleasesWhenFnPanics(t *testing.T) {
 
 func TestDoReleasesWhenTheCallerCancels(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	err = r.Do(ctx, "k", func(ctx context.Context) error {
@@ -93,7 +95,7 @@ func TestDoReleasesWhenTheCallerCancels(t *testing.T) {
 		return ctx.Err()
 	})
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.NotErrorIs(t, err, ErrLockLost)
+	assert.NotErrorIs(t, err, redlock.ErrLockLost)
 	for _, m := range ms {
 		assert.False(t, m.Exists("k"), "released on a context detached from the cancelled one")
 	}
@@ -101,7 +103,7 @@ func TestDoReleasesWhenTheCallerCancels(t *testing.T) {
 
 func TestDoBadInput(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	noop := func(context.Context) error { return nil }
 	cases := map[string]error{
@@ -109,18 +111,18 @@ func TestDoBadInput(t *testing.T) {
 		"empty key": r.Do(t.Context(), "", noop),
 		//lint:ignore SA1012 a nil context is the bad input under test
 		"nil ctx":             r.Do(nil, "k", noop), //nolint:staticcheck
-		"zero renew interval": r.Do(t.Context(), "k", noop, WithRenewEvery(0)),
-		"renew beyond validity": r.Do(t.Context(), "k", noop, WithTTL(time.Second),
-			WithRenewEvery(time.Second)),
-		"default interval beyond validity": r.Do(t.Context(), "k", noop, WithDriftFactor(0.9)),
+		"zero renew interval": r.Do(t.Context(), "k", noop, redlock.WithRenewEvery(0)),
+		"renew beyond validity": r.Do(t.Context(), "k", noop, redlock.WithTTL(time.Second),
+			redlock.WithRenewEvery(time.Second)),
+		"default interval beyond validity": r.Do(t.Context(), "k", noop, redlock.WithDriftFactor(0.9)),
 	}
 	for name, err := range cases {
-		assert.ErrorIs(t, err, ErrInvalid, name)
+		assert.ErrorIs(t, err, redlock.ErrInvalid, name)
 	}
-	_, err = New(bs, WithRenewEvery(-time.Second))
-	assert.ErrorIs(t, err, ErrInvalid)
-	_, err = New(bs, WithAutoRenew(), WithDriftFactor(0.9))
-	assert.ErrorIs(t, err, ErrInvalid, "auto-renewal with a default interval beyond the validity")
+	_, err = redlock.New(bs, redlock.WithRenewEvery(-time.Second))
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = redlock.New(bs, redlock.WithAutoRenew(), redlock.WithDriftFactor(0.9))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "auto-renewal with a default interval beyond the validity")
 	for _, m := range ms {
 		assert.Empty(t, m.Keys())
 	}
@@ -128,7 +130,7 @@ func TestDoBadInput(t *testing.T) {
 
 // countingBackend counts extensions and can make them fail or hang.
 type countingBackend struct {
-	Backend
+	redlock.Backend
 	extends atomic.Int64
 	mu      sync.Mutex
 	extend  func(ctx context.Context) (bool, error) // replaces the node's answer when set
@@ -151,8 +153,8 @@ func (c *countingBackend) setExtend(f func(ctx context.Context) (bool, error)) {
 	c.mu.Unlock()
 }
 
-func counting(bs []Backend) ([]Backend, []*countingBackend) {
-	out := make([]Backend, len(bs))
+func counting(bs []redlock.Backend) ([]redlock.Backend, []*countingBackend) {
+	out := make([]redlock.Backend, len(bs))
 	cs := make([]*countingBackend, len(bs))
 	for i, b := range bs {
 		cs[i] = &countingBackend{Backend: b}
@@ -164,7 +166,7 @@ func counting(bs []Backend) ([]Backend, []*countingBackend) {
 func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
 	_, bs := minis(t, 3)
 	cb, cs := counting(bs)
-	r, err := New(cb, WithTTL(2*time.Second), WithRenewEvery(10*time.Millisecond))
+	r, err := redlock.New(cb, redlock.WithTTL(2*time.Second), redlock.WithRenewEvery(10*time.Millisecond))
 	require.NoError(t, err)
 	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
 		// Wait for a few heartbeats, however slowly the machine runs them.
@@ -189,10 +191,10 @@ func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
 func TestDoLostLockCancelsFn(t *testing.T) {
 	ms, bs := minis(t, 3)
 	cb, cs := counting(bs)
-	var events []Event
+	var events []redlock.Event
 	var mu sync.Mutex
-	obs := ObserverFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
-	r, err := New(cb, WithTTL(time.Second), WithRenewEvery(20*time.Millisecond), WithObserver(obs))
+	obs := redlock.ObserverFunc(func(e redlock.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
+	r, err := redlock.New(cb, redlock.WithTTL(time.Second), redlock.WithRenewEvery(20*time.Millisecond), redlock.WithObserver(obs))
 	require.NoError(t, err)
 	var cause error
 	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
@@ -210,18 +212,18 @@ func TestDoLostLockCancelsFn(t *testing.T) {
 			return errors.New("fn was not cancelled")
 		}
 	})
-	assert.ErrorIs(t, cause, ErrLockLost)
-	assert.ErrorIs(t, cause, ErrNotHeld, "the failed extension is in the cause")
-	assert.ErrorIs(t, err, ErrLockLost, "Do reports the loss")
+	assert.ErrorIs(t, cause, redlock.ErrLockLost)
+	assert.ErrorIs(t, cause, redlock.ErrNotHeld, "the failed extension is in the cause")
+	assert.ErrorIs(t, err, redlock.ErrLockLost, "Do reports the loss")
 	assert.ErrorIs(t, err, context.Canceled, "joined with fn's error")
 	assert.False(t, ms[2].Exists("k"), "the remaining key is released")
 	mu.Lock()
 	defer mu.Unlock()
 	var lost int
 	for _, e := range events {
-		if e.Kind == EventLost {
+		if e.Kind == redlock.EventLost {
 			lost++
-			assert.ErrorIs(t, e.Err, ErrLockLost)
+			assert.ErrorIs(t, e.Err, redlock.ErrLockLost)
 		}
 	}
 	assert.Equal(t, 1, lost, "one EventLost")
@@ -237,7 +239,7 @@ func TestDoValidityRunsOutWhileAnExtensionHangs(t *testing.T) {
 	for _, c := range cs {
 		c.setExtend(func(context.Context) (bool, error) { <-unblock; return false, errors.New("late") })
 	}
-	r, err := New(cb, WithTTL(200*time.Millisecond), WithRenewEvery(10*time.Millisecond))
+	r, err := redlock.New(cb, redlock.WithTTL(200*time.Millisecond), redlock.WithRenewEvery(10*time.Millisecond))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	var cause error
@@ -255,20 +257,20 @@ func TestDoValidityRunsOutWhileAnExtensionHangs(t *testing.T) {
 		})
 	}()
 	err = <-done
-	assert.ErrorIs(t, cause, ErrLockLost)
+	assert.ErrorIs(t, cause, redlock.ErrLockLost)
 	assert.Contains(t, cause.Error(), "validity ran out")
-	assert.ErrorIs(t, err, ErrLockLost)
+	assert.ErrorIs(t, err, redlock.ErrLockLost)
 }
 
 func TestAutoRenewAndLost(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs, WithTTL(2*time.Second), WithRenewEvery(10*time.Millisecond))
+	r, err := redlock.New(bs, redlock.WithTTL(2*time.Second), redlock.WithRenewEvery(10*time.Millisecond))
 	require.NoError(t, err)
 
-	l, err := r.Lock(t.Context(), "k", WithAutoRenew())
+	l, err := r.Lock(t.Context(), "k", redlock.WithAutoRenew())
 	require.NoError(t, err)
 	first := l.Until()
-	waitUntil(t, func() bool { return l.Until().After(first) }) // the heartbeat extended it
+	testwait.Until(t, `l.Until().After(first)`, func() bool { return l.Until().After(first) }) // the heartbeat extended it
 	select {
 	case <-l.Lost():
 		t.Fatal("Lost closed while the lock is held")
@@ -282,11 +284,11 @@ func TestAutoRenewAndLost(t *testing.T) {
 	case <-time.After(watchdog):
 		t.Fatal("Lost not closed after the keys vanished")
 	}
-	assert.ErrorIs(t, l.Extend(t.Context(), 2*time.Second), ErrNotHeld, "a lost lock is not extended again")
-	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+	assert.ErrorIs(t, l.Extend(t.Context(), 2*time.Second), redlock.ErrNotHeld, "a lost lock is not extended again")
+	assert.ErrorIs(t, l.Unlock(t.Context()), redlock.ErrNotHeld)
 
 	// Unlock closes Lost too, and stops the heartbeat.
-	l, err = r.Lock(t.Context(), "k2", WithAutoRenew())
+	l, err = r.Lock(t.Context(), "k2", redlock.WithAutoRenew())
 	require.NoError(t, err)
 	lost := l.Lost()
 	require.NoError(t, l.Unlock(t.Context()))
@@ -299,7 +301,7 @@ func TestAutoRenewAndLost(t *testing.T) {
 
 func TestLostWithoutRenewalClosesWhenValidityRunsOut(t *testing.T) {
 	_, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithTTL(100*time.Millisecond))
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(100*time.Millisecond))
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -309,19 +311,7 @@ func TestLostWithoutRenewalClosesWhenValidityRunsOut(t *testing.T) {
 		t.Fatal("Lost not closed after validity ran out")
 	}
 	assert.False(t, time.Now().Before(l.Until()), "closed only once Until passed")
-	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
-}
-
-// waitUntil polls cond, failing the test after the watchdog.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(watchdog)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met before the watchdog")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	assert.ErrorIs(t, l.Unlock(t.Context()), redlock.ErrNotHeld)
 }
 
 // TestRealServersDoOutlivesThreeTTLs: real servers expire keys on their
@@ -334,7 +324,7 @@ func TestRealServersDoOutlivesThreeTTLs(t *testing.T) {
 			// The node timeout is generous for a loaded machine: the test
 			// is about renewal, not about slow nodes.
 			const ttl = 800 * time.Millisecond
-			lk := lockerFor(t, bs, WithTTL(ttl), WithNodeTimeout(250*time.Millisecond), WithStrategy(Reject()))
+			lk := lockerFor(t, bs, redlock.WithTTL(ttl), redlock.WithNodeTimeout(250*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
 			start := time.Now()
 			refused := 0
 			err := lk.Do(t.Context(), "long", func(ctx context.Context) error {
@@ -345,7 +335,7 @@ func TestRealServersDoOutlivesThreeTTLs(t *testing.T) {
 					case <-time.After(ttl / 2):
 					}
 					_, err := lk.Lock(t.Context(), "long")
-					if !errors.Is(err, ErrNotAcquired) {
+					if !errors.Is(err, redlock.ErrNotAcquired) {
 						return fmt.Errorf("another locker got in: %v", err)
 					}
 					refused++
@@ -366,8 +356,8 @@ func TestRealServersDoOutlivesThreeTTLs(t *testing.T) {
 // with ErrLockLost.
 func TestRealServersDoLosesLockWhenAMajorityDies(t *testing.T) {
 	c, bs := realNodes(t, 5)
-	r, err := New(bs, WithTTL(2*time.Second), WithNodeTimeout(200*time.Millisecond),
-		WithRenewEvery(50*time.Millisecond))
+	r, err := redlock.New(bs, redlock.WithTTL(2*time.Second), redlock.WithNodeTimeout(200*time.Millisecond),
+		redlock.WithRenewEvery(50*time.Millisecond))
 	require.NoError(t, err)
 	var cause error
 	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
@@ -381,16 +371,16 @@ func TestRealServersDoLosesLockWhenAMajorityDies(t *testing.T) {
 		}
 		return nil
 	})
-	require.ErrorIs(t, cause, ErrLockLost)
-	assert.ErrorIs(t, cause, ErrUnavailable, "the cause says the nodes did not answer")
-	assert.ErrorIs(t, err, ErrLockLost)
+	require.ErrorIs(t, cause, redlock.ErrLockLost)
+	assert.ErrorIs(t, cause, redlock.ErrUnavailable, "the cause says the nodes did not answer")
+	assert.ErrorIs(t, err, redlock.ErrLockLost)
 }
 
 // TestLostFollowsExtend: without a heartbeat, Lost's timer follows the
 // validity that Extend moves.
 func TestLostFollowsExtend(t *testing.T) {
 	_, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithTTL(200*time.Millisecond))
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(200*time.Millisecond))
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -414,8 +404,8 @@ func TestLostFollowsExtend(t *testing.T) {
 // cancelled with ErrLockLost all the same.
 func TestRealServersDoLosesLockWhenAMajorityStalls(t *testing.T) {
 	c, bs := realNodes(t, 5)
-	r, err := New(bs, WithTTL(2*time.Second), WithNodeTimeout(200*time.Millisecond),
-		WithRenewEvery(50*time.Millisecond))
+	r, err := redlock.New(bs, redlock.WithTTL(2*time.Second), redlock.WithNodeTimeout(200*time.Millisecond),
+		redlock.WithRenewEvery(50*time.Millisecond))
 	require.NoError(t, err)
 	defer func() {
 		for _, s := range c.Servers[:3] {
@@ -434,9 +424,9 @@ func TestRealServersDoLosesLockWhenAMajorityStalls(t *testing.T) {
 		}
 		return nil
 	})
-	require.ErrorIs(t, cause, ErrLockLost)
-	assert.ErrorIs(t, err, ErrLockLost)
-	var qe *QuorumError
+	require.ErrorIs(t, cause, redlock.ErrLockLost)
+	assert.ErrorIs(t, err, redlock.ErrLockLost)
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, cause, &qe, "the cause carries what each node said")
 	assert.Len(t, qe.Failed, 3)
 }

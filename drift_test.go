@@ -1,9 +1,11 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,7 +14,7 @@ import (
 // slowNodes makes every acquire on the nodes advance clk by d, as if the
 // round took that long. The fan-out is concurrent, so only node 0 moves
 // the clock: the round takes d in all.
-func slowNodes(bs []Backend, clk *fakeClock, d time.Duration) []Backend {
+func slowNodes(bs []redlock.Backend, clk *fakeClock, d time.Duration) []redlock.Backend {
 	hb, hs := hooked(bs)
 	hs[0].before = func(context.Context) error { clk.Advance(d); return nil }
 	return hb
@@ -38,8 +40,8 @@ func TestValidityArithmetic(t *testing.T) {
 			start := clk.Now()
 			// The node timeout must fit in the validity: 60 ms does for
 			// every case.
-			r, err := New(slowNodes(bs, clk, c.elapsed), WithTTL(ttl), WithDriftFactor(c.factor), WithClock(clk),
-				WithNodeTimeout(60*time.Millisecond))
+			r, err := redlock.New(slowNodes(bs, clk, c.elapsed), redlock.WithTTL(ttl), redlock.WithDriftFactor(c.factor), redlock.WithClock(clk),
+				redlock.WithNodeTimeout(60*time.Millisecond))
 			require.NoError(t, err)
 			l, err := r.Lock(t.Context(), "k")
 			require.NoError(t, err)
@@ -52,7 +54,7 @@ func TestValidityArithmetic(t *testing.T) {
 
 func TestValidityBoundary(t *testing.T) {
 	const ttl = time.Second
-	drift := driftFor(ttl, DefaultDriftFactor) // 12 ms
+	drift := redlock.DriftFor(ttl, redlock.DefaultDriftFactor) // 12 ms
 	for _, c := range []struct {
 		elapsed time.Duration
 		granted bool
@@ -63,7 +65,7 @@ func TestValidityBoundary(t *testing.T) {
 	} {
 		ms, bs := minis(t, 3)
 		clk := newFakeClock()
-		r, err := New(slowNodes(bs, clk, c.elapsed), WithTTL(ttl), WithClock(clk), WithStrategy(Reject()))
+		r, err := redlock.New(slowNodes(bs, clk, c.elapsed), redlock.WithTTL(ttl), redlock.WithClock(clk), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
 		l, err := r.Lock(t.Context(), "k")
 		if c.granted {
@@ -71,7 +73,7 @@ func TestValidityBoundary(t *testing.T) {
 			assert.Equal(t, time.Millisecond, l.Until().Sub(clk.Now()))
 			continue
 		}
-		require.ErrorIs(t, err, ErrNotAcquired, "elapsed %v", c.elapsed)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired, "elapsed %v", c.elapsed)
 		for _, m := range ms {
 			assert.False(t, m.Exists("k"), "a lock with no validity left is rolled back everywhere")
 		}
@@ -81,13 +83,13 @@ func TestValidityBoundary(t *testing.T) {
 func TestSlowAcquisitionThatUsedUpTheTTLIsRolledBack(t *testing.T) {
 	ms, bs := minis(t, 5)
 	clk := newFakeClock()
-	r, err := New(slowNodes(bs, clk, 2*time.Second), WithTTL(time.Second), WithClock(clk),
-		WithStrategy(Retry(2, 10*time.Millisecond)))
+	r, err := redlock.New(slowNodes(bs, clk, 2*time.Second), redlock.WithTTL(time.Second), redlock.WithClock(clk),
+		redlock.WithStrategy(redlock.Retry(2, 10*time.Millisecond)))
 	require.NoError(t, err)
 
 	_, err = r.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrNotAcquired)
-	var qe *QuorumError
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.Equal(t, 5, qe.Granted, "every node said yes...")
 	assert.Negative(t, qe.Validity, "...but the round outlived the TTL")
@@ -100,7 +102,7 @@ func TestSlowAcquisitionThatUsedUpTheTTLIsRolledBack(t *testing.T) {
 func TestExtendValidityStartsFromTheExtension(t *testing.T) {
 	_, bs := minis(t, 3)
 	clk := newFakeClock()
-	r, err := New(bs, WithTTL(time.Second), WithClock(clk))
+	r, err := redlock.New(bs, redlock.WithTTL(time.Second), redlock.WithClock(clk))
 	require.NoError(t, err)
 	l, err := r.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -108,11 +110,11 @@ func TestExtendValidityStartsFromTheExtension(t *testing.T) {
 	clk.Advance(500 * time.Millisecond)
 	start := clk.Now()
 	require.NoError(t, l.Extend(t.Context(), 4*time.Second))
-	assert.Equal(t, start.Add(4*time.Second-driftFor(4*time.Second, DefaultDriftFactor)), l.Until())
+	assert.Equal(t, start.Add(4*time.Second-redlock.DriftFor(4*time.Second, redlock.DefaultDriftFactor)), l.Until())
 
 	clk.Advance(5 * time.Second) // past validity: no extension, even though the keys are still there
-	assert.ErrorIs(t, l.Extend(t.Context(), 4*time.Second), ErrNotHeld)
-	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld, "Unlock after validity says the lock was not held to the end")
+	assert.ErrorIs(t, l.Extend(t.Context(), 4*time.Second), redlock.ErrNotHeld)
+	assert.ErrorIs(t, l.Unlock(t.Context()), redlock.ErrNotHeld, "Unlock after validity says the lock was not held to the end")
 }
 
 // TestDriftBeyondTheFactorBreaksSafety shows the assumption Redlock rests on
@@ -121,7 +123,7 @@ func TestExtendValidityStartsFromTheExtension(t *testing.T) {
 // holder still believes it is valid, and a second client takes the lock.
 func TestDriftBeyondTheFactorBreaksSafety(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs, WithTTL(10*time.Second), WithStrategy(Reject()))
+	r, err := redlock.New(bs, redlock.WithTTL(10*time.Second), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	a, err := r.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -131,7 +133,7 @@ func TestDriftBeyondTheFactorBreaksSafety(t *testing.T) {
 		m.FastForward(9*time.Second + 890*time.Millisecond)
 	}
 	_, err = r.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrNotAcquired, "drift within the factor keeps the lock safe")
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "drift within the factor keeps the lock safe")
 
 	// Beyond it: the fast clocks pass the TTL while the holder's has barely moved.
 	for _, m := range ms[:2] {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,7 +26,11 @@ func masters(n int) ([]redlock.Backend, func()) {
 			log.Fatal(err)
 		}
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-		nodes = append(nodes, redlock.NewBackend(c))
+		node, err := goredis.New(c)
+		if err != nil {
+			log.Fatal(err)
+		}
+		nodes = append(nodes, node)
 		stops = append(stops, func() { c.Close(); srv.Close() })
 	}
 	return nodes, func() {

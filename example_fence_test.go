@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,7 +51,11 @@ func ExampleWithFencing() {
 	defer srv.Close()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
-	locker, err := redlock.NewSingle(redlock.NewBackend(c), redlock.WithFencing(),
+	node, err := goredis.New(c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := redlock.NewSingle(node, redlock.WithFencing(),
 		redlock.WithTTL(time.Second), redlock.WithStrategy(redlock.Reject()))
 	if err != nil {
 		log.Fatal(err)

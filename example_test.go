@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,11 @@ func Example() {
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"} {
 		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		defer c.Close()
-		nodes = append(nodes, redlock.NewBackend(c))
+		node, err := goredis.New(c)
+		if err != nil {
+			log.Fatal(err)
+		}
+		nodes = append(nodes, node)
 	}
 	locker, err := redlock.New(nodes, redlock.WithTTL(10*time.Second))
 	if err != nil {
@@ -48,7 +53,11 @@ func ExampleSingle() {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
 
-	locker, err := redlock.NewSingle(redlock.NewBackend(c), redlock.WithStrategy(redlock.Reject()))
+	node, err := goredis.New(c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := redlock.NewSingle(node, redlock.WithStrategy(redlock.Reject()))
 	if err != nil {
 		log.Fatal(err)
 	}

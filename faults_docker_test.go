@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 // The fault suite on five Redis containers (internal/dockercluster), each
 // on its own network, reached only through its port published on
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/dockercluster"
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/stretchr/testify/assert"
@@ -98,7 +99,7 @@ func TestExternalCluster(t *testing.T) {
 	}
 	addrs := strings.Split(env, ",")
 	fc := &faultCluster{addrs: addrs, nodeTimeout: 300 * time.Millisecond}
-	lk := fc.locker(t, fc.backends(t), WithTTL(2*time.Second))
+	lk := fc.locker(t, fc.backends(t), redlock.WithTTL(2*time.Second))
 	chk := exclusion.New()
 	key := "external-" + time.Now().Format("150405.000000")
 	c := faultContend(t, lk, chk, key, 4)

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 // Fault scenarios shared by the redis-server process suite (this file) and
 // the Docker suite (faults_docker_test.go). Each scenario injects a fault
@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock"
 
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
@@ -57,17 +59,17 @@ type faultCluster struct {
 	delay   func(i int, d time.Duration)
 }
 
-func (fc *faultCluster) backends(t *testing.T) []Backend {
-	bs := make([]Backend, len(fc.addrs))
+func (fc *faultCluster) backends(t *testing.T) []redlock.Backend {
+	bs := make([]redlock.Backend, len(fc.addrs))
 	for i, addr := range fc.addrs {
-		bs[i] = NewBackend(client(t, addr))
+		bs[i] = node(t, client(t, addr))
 	}
 	return bs
 }
 
-func (fc *faultCluster) locker(t *testing.T, bs []Backend, opts ...Option) *Redlock {
+func (fc *faultCluster) locker(t *testing.T, bs []redlock.Backend, opts ...redlock.Option) *redlock.Redlock {
 	t.Helper()
-	r, err := New(bs, append([]Option{WithNodeTimeout(fc.nodeTimeout)}, opts...)...)
+	r, err := redlock.New(bs, append([]redlock.Option{redlock.WithNodeTimeout(fc.nodeTimeout)}, opts...)...)
 	require.NoError(t, err)
 	return r
 }
@@ -103,11 +105,11 @@ func faultProcesses(t *testing.T) (*faultCluster, []*latencyproxy.Proxy) {
 // answered is counted as unavailable.
 func faultClassify(err error) exclusion.Outcome {
 	switch {
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, redlock.ErrUnavailable):
 		return exclusion.Unavailable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return exclusion.Deadline
-	case errors.Is(err, ErrNotAcquired):
+	case errors.Is(err, redlock.ErrNotAcquired):
 		return exclusion.Conflict
 	}
 	return exclusion.Other
@@ -125,9 +127,9 @@ type faultContention struct {
 
 // faultContend starts workers that lock key, stay inside for a moment, and
 // unlock, recording everything in chk. Each Lock call has its own deadline.
-func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, workers int, opts ...Option) *faultContention {
+func faultContend(t *testing.T, lk redlock.Locker, chk *exclusion.Checker, key string, workers int, opts ...redlock.Option) *faultContention {
 	c := &faultContention{chk: chk, stop: make(chan struct{})}
-	opts = append([]Option{WithStrategy(Retry(5, 2*time.Millisecond))}, opts...)
+	opts = append([]redlock.Option{redlock.WithStrategy(redlock.Retry(5, 2*time.Millisecond))}, opts...)
 	for w := range workers {
 		c.wg.Go(func() {
 			for {
@@ -152,7 +154,7 @@ func faultContend(t *testing.T, lk Locker, chk *exclusion.Checker, key string, w
 					// A lock granted by exactly a quorum cannot confirm
 					// its release once one of those masters dies.
 					c.unlocks.Add(1)
-					if !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
+					if !errors.Is(err, redlock.ErrNotHeld) && !errors.Is(err, redlock.ErrUnavailable) {
 						chk.Fail(exclusion.Other, fmt.Errorf("worker %d: Unlock: %w", w, err))
 					}
 				}
@@ -193,7 +195,7 @@ func faultWaitFor(t *testing.T, what string, cond func() bool) {
 // contend: 3 of 5 are still a quorum, so locks keep being granted, nothing
 // is ever unavailable, and no two holders overlap.
 func faultKillOneThenTwo(t *testing.T, fc *faultCluster) {
-	lk := fc.locker(t, fc.backends(t), WithTTL(2*time.Second))
+	lk := fc.locker(t, fc.backends(t), redlock.WithTTL(2*time.Second))
 	chk := exclusion.New()
 	c := faultContend(t, lk, chk, "kill-1-2", 4)
 	c.waitAcquisitions(t, 20, "acquisitions with 5 of 5 up")
@@ -212,7 +214,7 @@ func faultKillOneThenTwo(t *testing.T, fc *faultCluster) {
 // and leaves no goroutine behind. Restarted, the masters serve again.
 func faultKillThree(t *testing.T, fc *faultCluster) {
 	bs := fc.backends(t)
-	lk := fc.locker(t, bs, WithTTL(time.Second))
+	lk := fc.locker(t, bs, redlock.WithTTL(time.Second))
 	l, err := lk.Lock(t.Context(), "kill-3") // warm the connection pools
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(t.Context()))
@@ -229,13 +231,13 @@ func faultKillThree(t *testing.T, fc *faultCluster) {
 			for j := range calls {
 				// j == 0 fails at once; the others retry until their
 				// deadline. Both end with ErrUnavailable.
-				strategy, budget := Reject(), 10*time.Second
+				strategy, budget := redlock.Reject(), 10*time.Second
 				if j > 0 {
-					strategy, budget = Retry(1000, 10*time.Millisecond), 300*time.Millisecond
+					strategy, budget = redlock.Retry(1000, 10*time.Millisecond), 300*time.Millisecond
 				}
 				deadline := time.Now().Add(budget)
 				ctx, cancel := context.WithDeadline(t.Context(), deadline)
-				l, err := lk.Lock(ctx, "kill-3", WithStrategy(strategy))
+				l, err := lk.Lock(ctx, "kill-3", redlock.WithStrategy(strategy))
 				expired := ctx.Err() != nil
 				cancel()
 				if late := time.Since(deadline); late > 5*time.Second { // a watchdog, not a timing claim
@@ -248,9 +250,9 @@ func faultKillThree(t *testing.T, fc *faultCluster) {
 				}
 				chk.Fail(faultClassify(err), err)
 				switch {
-				case !errors.Is(err, ErrUnavailable):
+				case !errors.Is(err, redlock.ErrUnavailable):
 					chk.Fail(exclusion.Other, fmt.Errorf("want ErrUnavailable: %w", err))
-				case !expired && errors.Is(err, ErrNotAcquired):
+				case !expired && errors.Is(err, redlock.ErrNotAcquired):
 					chk.Fail(exclusion.Other, fmt.Errorf("unavailable is not busy: %w", err))
 				case j > 0 && !errors.Is(err, context.DeadlineExceeded):
 					chk.Fail(exclusion.Other, fmt.Errorf("a retrying call ends at its deadline: %w", err))
@@ -300,7 +302,7 @@ func faultKillThree(t *testing.T, fc *faultCluster) {
 // has frozen that node, then sends it: the freeze lands in the middle of
 // the acquisition, with the other nodes' SETs in flight.
 type faultPauseOnAcquire struct {
-	Backend
+	redlock.Backend
 	key     string
 	arrived chan struct{} // closed when the Acquire arrived
 	paused  chan struct{} // closed by the test once the node is frozen
@@ -335,10 +337,10 @@ func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 	bs[0] = p
 	// The node timeout must cover freezing the node (docker pause is not
 	// instant) for the SET to reach it frozen, and stay far below the TTL.
-	lk := fc.locker(t, bs, WithTTL(10*time.Second), WithNodeTimeout(time.Second), WithStrategy(Reject()))
+	lk := fc.locker(t, bs, redlock.WithTTL(10*time.Second), redlock.WithNodeTimeout(time.Second), redlock.WithStrategy(redlock.Reject()))
 
 	type result struct {
-		l   *Lock
+		l   *redlock.Lock
 		err error
 	}
 	res := make(chan result, 1)
@@ -372,13 +374,13 @@ func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 	chk := exclusion.New()
 	e := chk.Enter(key, r.l.Token(), r.l.Until())
 	_, err := lk.Lock(t.Context(), key)
-	assert.ErrorIs(t, err, ErrNotAcquired, "the lock still excludes while a master is frozen")
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired, "the lock still excludes while a master is frozen")
 	e.Exit()
 	require.NoError(t, r.l.Unlock(t.Context()))
 
 	// Contenders use the short default node timeout: each round waits
 	// that long for the frozen master, and no longer.
-	c := faultContend(t, fc.locker(t, bs, WithTTL(2*time.Second)), chk, key, 3)
+	c := faultContend(t, fc.locker(t, bs, redlock.WithTTL(2*time.Second)), chk, key, 3)
 	c.waitAcquisitions(t, 6, "acquisitions with a frozen master")
 	c.Stop()
 	st := chk.Verify(t, "pause mid-acquisition")
@@ -390,11 +392,11 @@ func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 // rule) or after the TTL (following it). A second client tries all along.
 // It returns the checker (A's section and B's) and B's acquisition time;
 // the caller asserts what each variant must show.
-func faultRestartWithoutPersistence(t *testing.T, fc *faultCluster, delayed bool) (*exclusion.Checker, *Lock, *Lock) {
+func faultRestartWithoutPersistence(t *testing.T, fc *faultCluster, delayed bool) (*exclusion.Checker, *redlock.Lock, *redlock.Lock) {
 	const key = "restart"
 	ttl := fc.restartTTL
 	bs := fc.backends(t)
-	lk := fc.locker(t, bs, WithTTL(ttl), WithStrategy(Reject()))
+	lk := fc.locker(t, bs, redlock.WithTTL(ttl), redlock.WithStrategy(redlock.Reject()))
 	chk := exclusion.New()
 
 	a, err := lk.Lock(t.Context(), key)
@@ -406,7 +408,7 @@ func faultRestartWithoutPersistence(t *testing.T, fc *faultCluster, delayed bool
 	}
 
 	// B tries every few milliseconds from the crash until it gets the lock.
-	bDone := make(chan *Lock, 1)
+	bDone := make(chan *redlock.Lock, 1)
 	stop := make(chan struct{})
 	go func() {
 		defer close(bDone)
@@ -436,7 +438,7 @@ func faultRestartWithoutPersistence(t *testing.T, fc *faultCluster, delayed bool
 	for i := range 3 {
 		fc.start(t, i)
 	}
-	var b *Lock
+	var b *redlock.Lock
 	select {
 	case b = <-bDone:
 	case <-time.After(faultWatchdog):
@@ -483,7 +485,7 @@ func faultNetworkCut(t *testing.T, fc *faultCluster, what string, cut, heal func
 	const key = "cut"
 	const ttl = 2 * time.Second
 	bs := fc.backends(t)
-	lk := fc.locker(t, bs, WithTTL(ttl), WithStrategy(Reject()))
+	lk := fc.locker(t, bs, redlock.WithTTL(ttl), redlock.WithStrategy(redlock.Reject()))
 	chk := exclusion.New()
 
 	a, err := lk.Lock(t.Context(), key)
@@ -494,7 +496,7 @@ func faultNetworkCut(t *testing.T, fc *faultCluster, what string, cut, heal func
 
 	// B tries every few milliseconds until told to stop.
 	stop := make(chan struct{})
-	bGot := make(chan *Lock, 1)
+	bGot := make(chan *redlock.Lock, 1)
 	bDone := make(chan struct{})
 	go func() {
 		defer close(bDone)
@@ -565,9 +567,9 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	const key = "latency"
 	// Every client goes through the forwarder, with or without latency, so
 	// the baseline and the slow case take the same path.
-	bs := make([]Backend, len(fc.proxied))
+	bs := make([]redlock.Backend, len(fc.proxied))
 	for i, addr := range fc.proxied {
-		bs[i] = NewBackend(client(t, addr))
+		bs[i] = node(t, client(t, addr))
 	}
 	direct := make([]*redis.Client, len(fc.addrs)) // no forwarder, no latency
 	for i, addr := range fc.addrs {
@@ -585,8 +587,8 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 
 	// Validity left when Lock returns, and how long the call took.
 	const ttl, slow = 2 * time.Second, 300 * time.Millisecond
-	lk := fc.locker(t, bs, WithTTL(ttl), WithNodeTimeout(time.Second), WithStrategy(Reject()))
-	drift := driftFor(ttl, DefaultDriftFactor)
+	lk := fc.locker(t, bs, redlock.WithTTL(ttl), redlock.WithNodeTimeout(time.Second), redlock.WithStrategy(redlock.Reject()))
+	drift := redlock.DriftFor(ttl, redlock.DefaultDriftFactor)
 	measure := func() (left, took time.Duration) {
 		t.Helper()
 		start := time.Now()
@@ -608,7 +610,7 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	assert.Less(t, left, base, "less validity than without latency")
 
 	chk := exclusion.New()
-	w := faultContend(t, fc.locker(t, bs, WithTTL(ttl), WithNodeTimeout(time.Second)), chk, key, 3)
+	w := faultContend(t, fc.locker(t, bs, redlock.WithTTL(ttl), redlock.WithNodeTimeout(time.Second)), chk, key, 3)
 	w.waitAcquisitions(t, 6, "acquisitions with a slow master")
 	w.Stop()
 	st := chk.Verify(t, "latency on one master")
@@ -619,8 +621,8 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	// validity (TTL 1 s, drift factor 0.5 leaves 498 ms; node timeout
 	// 950 ms) is refused. drift_test.go shows a round that took too long
 	// on a fake clock being rolled back.
-	_, err := lk.Lock(t.Context(), key, WithTTL(time.Second), WithDriftFactor(0.5), WithNodeTimeout(950*time.Millisecond))
-	require.ErrorIs(t, err, ErrInvalid, "a node timeout longer than the validity is refused")
+	_, err := lk.Lock(t.Context(), key, redlock.WithTTL(time.Second), redlock.WithDriftFactor(0.5), redlock.WithNodeTimeout(950*time.Millisecond))
+	require.ErrorIs(t, err, redlock.ErrInvalid, "a node timeout longer than the validity is refused")
 
 	// Slower than the TTL itself: the node timeout (below the TTL) cuts the
 	// slow majority off, the call fails as unavailable and the SETs that
@@ -628,8 +630,8 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	for i := range 3 {
 		fc.delay(i, 1500*time.Millisecond)
 	}
-	_, err = lk.Lock(t.Context(), key, WithTTL(time.Second), WithNodeTimeout(950*time.Millisecond))
-	require.ErrorIs(t, err, ErrUnavailable, "a majority did not answer within the node timeout")
+	_, err = lk.Lock(t.Context(), key, redlock.WithTTL(time.Second), redlock.WithNodeTimeout(950*time.Millisecond))
+	require.ErrorIs(t, err, redlock.ErrUnavailable, "a majority did not answer within the node timeout")
 	assert.Zero(t, keysLeft(), "rolled back on every master, the slow ones included")
 
 	for i := range 3 {

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,7 +29,7 @@ const (
 
 // flaky wraps a fencing Backend and injects a fault.
 type flaky struct {
-	Backend
+	redlock.Backend
 	fault  atomic.Int32
 	plain  bool         // every raise claims success and does nothing
 	raises atomic.Int64 // raises that reached the node
@@ -48,7 +49,7 @@ func (f *flaky) AcquireFenced(ctx context.Context, key, token string, ttl time.D
 	if f.is(down) {
 		return false, 0, errInjected
 	}
-	ok, c, err := f.Backend.(Fencer).AcquireFenced(ctx, key, token, ttl)
+	ok, c, err := f.Backend.(redlock.Fencer).AcquireFenced(ctx, key, token, ttl)
 	if f.is(lostReply) && err == nil {
 		return false, 0, context.DeadlineExceeded
 	}
@@ -65,7 +66,7 @@ func (f *flaky) RaiseFence(ctx context.Context, key, token string, fence int64) 
 		return true, nil
 	}
 	f.raises.Add(1)
-	return f.Backend.(Fencer).RaiseFence(ctx, key, token, fence)
+	return f.Backend.(redlock.Fencer).RaiseFence(ctx, key, token, fence)
 }
 
 func (f *flaky) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
@@ -82,8 +83,8 @@ func (f *flaky) Extend(ctx context.Context, key, token string, ttl time.Duration
 	return f.Backend.Extend(ctx, key, token, ttl)
 }
 
-func flakies(bs []Backend) ([]Backend, []*flaky) {
-	out := make([]Backend, len(bs))
+func flakies(bs []redlock.Backend) ([]redlock.Backend, []*flaky) {
+	out := make([]redlock.Backend, len(bs))
 	fs := make([]*flaky, len(bs))
 	for i, b := range bs {
 		fs[i] = &flaky{Backend: b}
@@ -105,14 +106,14 @@ func setFaults(fs []*flaky, faults ...fault) {
 
 func TestFencingSingle(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithFencing(), WithStrategy(Reject()))
+	s, err := redlock.NewSingle(bs[0], redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	for want := int64(1); want <= 5; want++ {
 		l, err := s.Lock(t.Context(), "order:1")
 		require.NoError(t, err)
 		assert.Equal(t, want, l.Fence())
 		_, err = s.Lock(t.Context(), "order:1")
-		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 	v, err := ms[0].Get("order:1:fence")
@@ -124,7 +125,7 @@ func TestFencingSingle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), l.Fence(), "keys have their own counters")
 
-	plain, err := NewSingle(bs[0])
+	plain, err := redlock.NewSingle(bs[0])
 	require.NoError(t, err)
 	l, err = plain.Lock(t.Context(), "order:3")
 	require.NoError(t, err)
@@ -135,16 +136,16 @@ func TestFencingSingle(t *testing.T) {
 func TestFencingNeedsFencers(t *testing.T) {
 	_, bs := minis(t, 3)
 	hb, _ := hooked(bs) // hookBackend does not implement Fencer
-	_, err := New(hb, WithFencing())
-	assert.ErrorIs(t, err, ErrInvalid)
-	_, err = NewSingle(hb[0], WithFencing())
-	assert.ErrorIs(t, err, ErrInvalid)
-	r, err := New(hb)
+	_, err := redlock.New(hb, redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = redlock.NewSingle(hb[0], redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
+	r, err := redlock.New(hb)
 	require.NoError(t, err)
-	_, err = r.Lock(t.Context(), "k", WithFencing())
-	assert.ErrorIs(t, err, ErrInvalid)
-	err = r.Do(t.Context(), "k", func(context.Context) error { return nil }, WithFencing())
-	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = r.Lock(t.Context(), "k", redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
+	err = r.Do(t.Context(), "k", func(context.Context) error { return nil }, redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
 }
 
 // TestFencingPlainMaximumGoesBackwards forces the interleaving that breaks
@@ -154,7 +155,7 @@ func TestFencingPlainMaximumGoesBackwards(t *testing.T) {
 	run := func(t *testing.T, raise bool) []int64 {
 		_, bs := minis(t, 5)
 		fb, fs := flakies(bs)
-		r, err := New(fb, WithFencing(), WithStrategy(Reject()))
+		r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
 		var tokens []int64
 		holder := func(faults ...fault) {
@@ -179,7 +180,7 @@ func TestFencingPlainMaximumGoesBackwards(t *testing.T) {
 		setFaults(fs, down, down, down)
 		for range 5 {
 			_, err := r.Lock(t.Context(), "k")
-			require.ErrorIs(t, err, ErrUnavailable)
+			require.ErrorIs(t, err, redlock.ErrUnavailable)
 		}
 		holder(down, down)                            // quorum {2,3,4}: counters 2, 7, 7: token 7
 		holder(healthy, healthy, healthy, down, down) // quorum {0,1,2}
@@ -198,15 +199,15 @@ func TestFencingPlainMaximumGoesBackwards(t *testing.T) {
 func TestFencingRaiseFailureRollsBack(t *testing.T) {
 	ms, bs := minis(t, 5)
 	fb, fs := flakies(bs)
-	r, err := New(fb, WithFencing(), WithStrategy(Reject()))
+	r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k:fence", "10")) // node 0 is ahead
 	// Node 0 grants with 11; nodes 1 and 2 grant with 1 and cannot be
 	// raised; nodes 3 and 4 are down: only one node is at 11.
 	setFaults(fs, healthy, noRaise, noRaise, down, down)
 	_, err = r.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrUnavailable)
-	var qe *QuorumError
+	require.ErrorIs(t, err, redlock.ErrUnavailable)
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.Equal(t, 1, qe.Granted)
 	assert.Contains(t, err.Error(), "raising the fence to 11")
@@ -224,13 +225,13 @@ func TestFencingRaiseFailureRollsBack(t *testing.T) {
 // competitor whose majority is down makes failed attempts that bump a
 // minority's counters. It returns the tokens in order and how many raises
 // reached a node. plain turns the raise round into a no-op.
-func fenceRun(t *testing.T, bs []Backend, n int, seed uint64, plain bool) ([]int64, int64) {
+func fenceRun(t *testing.T, bs []redlock.Backend, n int, seed uint64, plain bool) ([]int64, int64) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	fb, fs := flakies(bs)
 	for _, f := range fs {
 		f.plain = plain
 	}
-	r, err := New(fb, WithFencing(), WithStrategy(Reject()), WithTTL(5*time.Second))
+	r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()), redlock.WithTTL(5*time.Second))
 	require.NoError(t, err)
 	faults := []fault{down, lostReply, noRaise}
 	tokens := make([]int64, 0, n)
@@ -243,7 +244,7 @@ func fenceRun(t *testing.T, bs []Backend, n int, seed uint64, plain bool) ([]int
 			}
 			for range 1 + rng.IntN(3) {
 				_, err := r.Lock(t.Context(), "k")
-				require.ErrorIs(t, err, ErrUnavailable)
+				require.ErrorIs(t, err, redlock.ErrUnavailable)
 			}
 		}
 		setFaults(fs)
@@ -300,7 +301,7 @@ func TestRealServersFencingStrictlyIncreasing(t *testing.T) {
 	assertIncreasing(t, tokens)
 
 	_, one := realNodes(t, 1)
-	s, err := NewSingle(one[0], WithFencing(), WithStrategy(Reject()))
+	s, err := redlock.NewSingle(one[0], redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	var last int64
 	for i := range 50 {
@@ -318,7 +319,7 @@ func TestRealServersFencingStrictlyIncreasing(t *testing.T) {
 func TestFencingNeedsCountersToSurvive(t *testing.T) {
 	ms, bs := minis(t, 5)
 	fb, fs := flakies(bs)
-	r, err := New(fb, WithFencing(), WithStrategy(Reject()))
+	r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	var last int64
 	setFaults(fs, healthy, healthy, healthy, down, down)

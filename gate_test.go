@@ -1,13 +1,15 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
+
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,16 +17,16 @@ import (
 func TestGateIsChosenByNameNotOrder(t *testing.T) {
 	_, bs := minis(t, 5)
 	for _, key := range []string{"a", "order:1", "rf:lock:p:e:r:write"} {
-		gate := bs[gateFor(key, bs)].Name()
-		reversed := make([]Backend, len(bs))
+		gate := bs[redlock.GateFor(key, bs)].Name()
+		reversed := make([]redlock.Backend, len(bs))
 		for i, b := range bs {
 			reversed[len(bs)-1-i] = b
 		}
-		assert.Equal(t, gate, reversed[gateFor(key, reversed)].Name(), "processes listing the nodes differently agree on %q's gate", key)
+		assert.Equal(t, gate, reversed[redlock.GateFor(key, reversed)].Name(), "processes listing the nodes differently agree on %q's gate", key)
 	}
 	seen := map[int]bool{}
 	for i := range 50 {
-		seen[gateFor(string(rune('a'+i)), bs)] = true
+		seen[redlock.GateFor(string(rune('a'+i)), bs)] = true
 	}
 	assert.Greater(t, len(seen), 1, "keys spread over the nodes")
 }
@@ -32,13 +34,17 @@ func TestGateIsChosenByNameNotOrder(t *testing.T) {
 // countingNode counts acquisitions reaching a go-redis node, keeping its
 // Notifier.
 type countingNode struct {
-	*goRedis
+	redlock.Backend
 	acquires atomic.Int64
 }
 
 func (c *countingNode) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	c.acquires.Add(1)
-	return c.goRedis.Acquire(ctx, key, token, ttl)
+	return c.Backend.Acquire(ctx, key, token, ttl)
+}
+
+func (c *countingNode) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+	return c.Backend.(redlock.Notifier).Notify(ctx, key, released)
 }
 
 // TestWokenWaiterRefusedByTheGateTouchesNoOtherNode: the key is still held
@@ -46,14 +52,14 @@ func (c *countingNode) Acquire(ctx context.Context, key, token string, ttl time.
 func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	ms, bs := minis(t, 3)
 	cs := make([]*countingNode, len(bs))
-	nodes := make([]Backend, len(bs))
+	nodes := make([]redlock.Backend, len(bs))
 	for i, b := range bs {
-		cs[i] = &countingNode{goRedis: b.(*goRedis)}
+		cs[i] = &countingNode{Backend: b}
 		nodes[i] = cs[i]
 	}
-	gate := gateFor("k", nodes)
+	gate := redlock.GateFor("k", nodes)
 	obs, waitFailures := waitingFor(t)
-	r, err := New(nodes, WithObserver(obs))
+	r, err := redlock.New(nodes, redlock.WithObserver(obs))
 	require.NoError(t, err)
 	for _, m := range ms {
 		require.NoError(t, m.Set("k", "other"))
@@ -62,13 +68,13 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		l, err := r.Lock(ctx, "k", WithStrategy(Retry(1, time.Hour)))
+		l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
 		if err == nil {
 			err = l.Unlock(t.Context())
 		}
 		done <- err
 	}()
-	waitUntil(t, func() bool { return inLine("k", nodes) == 1 })
+	testwait.Until(t, `redlock.InLine(r, "k") == 1`, func() bool { return redlock.InLine(r, "k") == 1 })
 	// Two failed attempts: the first, and the one right after subscribing
 	// (which catches a release before the subscription). Only then is the
 	// waiter idle, waiting for a notification.
@@ -85,9 +91,9 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 		}
 	}
 	for _, m := range ms {
-		m.Publish(ReleaseChannel("k"), "")
+		m.Publish(redlock.ReleaseChannel("k"), "")
 	}
-	waitUntil(t, func() bool { return cs[gate].acquires.Load() > before[gate] })
+	testwait.Until(t, `cs[gate].acquires.Load() > before[gate]`, func() bool { return cs[gate].acquires.Load() > before[gate] })
 	for i, c := range cs {
 		if i != gate {
 			assert.Equal(t, before[i], c.acquires.Load(), "node %d was not asked", i)
@@ -96,7 +102,7 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 
 	ms[gate].Del("k")
 	for _, m := range ms {
-		m.Publish(ReleaseChannel("k"), "")
+		m.Publish(redlock.ReleaseChannel("k"), "")
 	}
 	require.NoError(t, <-done, "once the gate is free the woken waiter takes every node")
 }
@@ -105,8 +111,8 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 // still gets the lock from the others.
 func TestGateDownFallsBackToAllNodes(t *testing.T) {
 	ms, bs := minis(t, 3)
-	gate := gateFor("k", bs)
-	r, err := New(bs, WithTTL(time.Minute), WithNodeTimeout(100*time.Millisecond))
+	gate := redlock.GateFor("k", bs)
+	r, err := redlock.New(bs, redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(100*time.Millisecond))
 	require.NoError(t, err)
 	ms[gate].Close()
 	holder, err := r.Lock(t.Context(), "k")
@@ -115,13 +121,13 @@ func TestGateDownFallsBackToAllNodes(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		l, err := r.Lock(ctx, "k", WithStrategy(Retry(1, time.Hour)))
+		l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
 		if err == nil {
 			err = l.Unlock(t.Context())
 		}
 		done <- err
 	}()
-	waitUntil(t, func() bool { return inLine("k", bs) == 1 })
+	testwait.Until(t, `redlock.InLine(r, "k") == 1`, func() bool { return redlock.InLine(r, "k") == 1 })
 	require.NoError(t, holder.Unlock(t.Context()))
 	require.NoError(t, <-done)
 }
@@ -138,12 +144,12 @@ func TestRealServersHerdOfProcessesKeepsExclusion(t *testing.T) {
 	defer cancel()
 	errs := make(chan error, procs*rounds)
 	var wg sync.WaitGroup
-	for p := range procs {
-		nodes := make([]Backend, len(c.Addrs()))
+	for range procs {
+		nodes := make([]redlock.Backend, len(c.Addrs()))
 		for i, addr := range c.Addrs() {
-			nodes[i] = process{NewBackend(client(t, addr)).(*goRedis), fmt.Sprint(p)}
+			nodes[i] = node(t, client(t, addr)) // own clients, own locker: as another process
 		}
-		r, err := New(nodes, WithTTL(5*time.Second), WithStrategy(Retry(10, 50*time.Millisecond)))
+		r, err := redlock.New(nodes, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(10, 50*time.Millisecond)))
 		require.NoError(t, err)
 		wg.Go(func() {
 			for range rounds {
@@ -167,7 +173,7 @@ func TestRealServersHerdOfProcessesKeepsExclusion(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		require.ErrorIs(t, err, ErrTimeout, "the only acceptable failure is a wait that timed out")
+		require.ErrorIs(t, err, redlock.ErrTimeout, "the only acceptable failure is a wait that timed out")
 	}
 	assert.Zero(t, overlaps.Load())
 	assert.Greater(t, done.Load(), int64(procs*rounds*9/10))

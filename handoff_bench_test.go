@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
 
@@ -49,39 +50,27 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-// process is one worker's view of the nodes when workers stand for
-// separate processes: its own go-redis clients (so its own pub/sub
-// connections) and a line tag of its own (so its own waiting lines); the
-// node names stay the same, as they would across processes.
-type process struct {
-	*goRedis
-	tag string
-}
-
-func (p process) lineTag() string { return p.tag }
-
 func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 	const workers, hold = 8, time.Millisecond
 	var failed atomic.Int64
-	count := ObserverFunc(func(e Event) {
-		if e.Kind == EventContention {
+	count := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
 			failed.Add(1)
 		}
 	})
-	opts := []Option{WithTTL(5 * time.Second), WithStrategy(Retry(8, 10*time.Millisecond)), WithHandoff(handoff),
-		WithObserver(count)}
-	lockers := make([]Locker, procs)
+	opts := []redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Retry(8, 10*time.Millisecond)), redlock.WithHandoff(handoff),
+		redlock.WithObserver(count)}
+	lockers := make([]redlock.Locker, procs)
 	for p := range lockers {
-		bs := make([]Backend, len(addrs))
+		bs := make([]redlock.Backend, len(addrs))
 		for i, addr := range addrs {
-			g := NewBackend(client(b, addr)).(*goRedis)
-			bs[i] = process{g, fmt.Sprint(p)}
+			bs[i] = node(b, client(b, addr)) // own clients and locker: another process
 		}
 		var err error
 		if len(bs) == 1 {
-			lockers[p], err = NewSingle(bs[0], opts...)
+			lockers[p], err = redlock.NewSingle(bs[0], opts...)
 		} else {
-			lockers[p], err = New(bs, opts...)
+			lockers[p], err = redlock.New(bs, opts...)
 		}
 		if err != nil {
 			b.Fatal(err)
@@ -99,7 +88,7 @@ func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 			for next.Add(1) <= int64(b.N) {
 				start := time.Now()
 				l, err := lockers[w%procs].Lock(ctx, "bench:handoff")
-				if errors.Is(err, ErrTimeout) {
+				if errors.Is(err, redlock.ErrTimeout) {
 					timeouts.Add(1)
 					continue
 				}

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -24,16 +26,26 @@ func client(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
+// node adapts c with the go-redis adapter.
+func node(t testing.TB, c redis.UniversalClient) redlock.Backend {
+	t.Helper()
+	b, err := goredis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // minis starts n miniredis servers and returns them with a Backend each.
 // miniredis never expires keys by itself: tests move its clock with
 // FastForward, which makes expiry deterministic.
-func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []Backend) {
+func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []redlock.Backend) {
 	t.Helper()
 	ms := make([]*miniredis.Miniredis, n)
-	bs := make([]Backend, n)
+	bs := make([]redlock.Backend, n)
 	for i := range ms {
 		ms[i] = miniredis.RunT(t)
-		bs[i] = NewBackend(client(t, ms[i].Addr()))
+		bs[i] = node(t, client(t, ms[i].Addr()))
 	}
 	return ms, bs
 }
@@ -86,7 +98,7 @@ func (c *fakeClock) Delays() []time.Duration {
 // hookBackend wraps a Backend and runs a hook before every acquire, to
 // count attempts, inject latency or fail a node.
 type hookBackend struct {
-	Backend
+	redlock.Backend
 	mu       sync.Mutex
 	acquires int
 	before   func(ctx context.Context) error
@@ -111,18 +123,12 @@ func (h *hookBackend) Acquires() int {
 	return h.acquires
 }
 
-func hooked(bs []Backend) ([]Backend, []*hookBackend) {
-	out := make([]Backend, len(bs))
+func hooked(bs []redlock.Backend) ([]redlock.Backend, []*hookBackend) {
+	out := make([]redlock.Backend, len(bs))
 	hs := make([]*hookBackend, len(bs))
 	for i, b := range bs {
 		hs[i] = &hookBackend{Backend: b}
 		out[i] = hs[i]
 	}
 	return out, hs
-}
-
-func redisClientWithoutContextTimeouts(t testing.TB, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	return c
 }

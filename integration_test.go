@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
@@ -18,24 +19,24 @@ import (
 // realNodes starts n redis-server processes and returns a Backend for each.
 // Without redis-server on PATH the test skips, or fails when
 // REDLOCK_REQUIRE_REDIS=1.
-func realNodes(t *testing.T, n int) (*redisserver.Cluster, []Backend) {
+func realNodes(t *testing.T, n int) (*redisserver.Cluster, []redlock.Backend) {
 	t.Helper()
 	c := redistest.Start(t, n)
-	bs := make([]Backend, n)
+	bs := make([]redlock.Backend, n)
 	for i, addr := range c.Addrs() {
-		bs[i] = NewBackend(client(t, addr))
+		bs[i] = node(t, client(t, addr))
 	}
 	return c, bs
 }
 
-func lockerFor(t *testing.T, bs []Backend, opts ...Option) Locker {
+func lockerFor(t *testing.T, bs []redlock.Backend, opts ...redlock.Option) redlock.Locker {
 	t.Helper()
 	if len(bs) == 1 {
-		s, err := NewSingle(bs[0], opts...)
+		s, err := redlock.NewSingle(bs[0], opts...)
 		require.NoError(t, err)
 		return s
 	}
-	r, err := New(bs, opts...)
+	r, err := redlock.New(bs, opts...)
 	require.NoError(t, err)
 	return r
 }
@@ -44,11 +45,11 @@ func TestRealServersLockUnlock(t *testing.T) {
 	for _, n := range []int{1, 3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			_, bs := realNodes(t, n)
-			lk := lockerFor(t, bs, WithTTL(5*time.Second), WithStrategy(Reject()))
+			lk := lockerFor(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Reject()))
 			l, err := lk.Lock(t.Context(), "order:42")
 			require.NoError(t, err)
 			_, err = lk.Lock(t.Context(), "order:42")
-			assert.ErrorIs(t, err, ErrNotAcquired, "a held key is refused")
+			assert.ErrorIs(t, err, redlock.ErrNotAcquired, "a held key is refused")
 			other, err := lk.Lock(t.Context(), "order:43")
 			require.NoError(t, err, "another key is independent")
 			require.NoError(t, l.Extend(t.Context(), 5*time.Second))
@@ -68,7 +69,7 @@ func TestRealServersContention(t *testing.T) {
 	for _, n := range []int{1, 3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			_, bs := realNodes(t, n)
-			lk := lockerFor(t, bs, WithTTL(5*time.Second), WithStrategy(Retry(30, time.Millisecond)))
+			lk := lockerFor(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(30, time.Millisecond)))
 			const workers, rounds = 8, 25
 			var counter, inside, overlaps atomic.Int64
 			var wg sync.WaitGroup
@@ -98,7 +99,7 @@ func TestRealServersContention(t *testing.T) {
 			close(errs)
 			failed := 0
 			for err := range errs {
-				require.ErrorIs(t, err, ErrTimeout, "the only acceptable failure is a wait that timed out")
+				require.ErrorIs(t, err, redlock.ErrTimeout, "the only acceptable failure is a wait that timed out")
 				failed++
 			}
 			assert.Zero(t, overlaps.Load())
@@ -110,7 +111,7 @@ func TestRealServersContention(t *testing.T) {
 
 func TestRealServersMinorityDown(t *testing.T) {
 	c, bs := realNodes(t, 5)
-	r, err := New(bs, WithTTL(2*time.Second), WithNodeTimeout(200*time.Millisecond), WithStrategy(Reject()))
+	r, err := redlock.New(bs, redlock.WithTTL(2*time.Second), redlock.WithNodeTimeout(200*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 
 	c.Servers[0].Kill()
@@ -118,7 +119,7 @@ func TestRealServersMinorityDown(t *testing.T) {
 	l, err := r.Lock(t.Context(), "k")
 	require.NoError(t, err, "3 of 5 masters are a quorum")
 	_, err = r.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrNotAcquired, "and the lock still excludes")
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "and the lock still excludes")
 	require.NoError(t, l.Unlock(t.Context()))
 
 	c.Servers[2].Kill()
@@ -126,7 +127,7 @@ func TestRealServersMinorityDown(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Lock(ctx, "k", WithStrategy(Retry(100, 20*time.Millisecond)))
+		_, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(100, 20*time.Millisecond)))
 		done <- err
 	}()
 	select {
@@ -134,12 +135,12 @@ func TestRealServersMinorityDown(t *testing.T) {
 	case <-time.After(30 * time.Second): // a watchdog against a hang, not a timing claim
 		t.Fatal("Lock did not return after its context deadline")
 	}
-	assert.ErrorIs(t, err, ErrUnavailable, "3 of 5 down: unavailable, not busy")
+	assert.ErrorIs(t, err, redlock.ErrUnavailable, "3 of 5 down: unavailable, not busy")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 
 	_, err = r.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.NotErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, redlock.ErrUnavailable)
+	assert.NotErrorIs(t, err, redlock.ErrNotAcquired)
 
 	// Goroutines are checked for leaks after all tests (TestMain); here,
 	// the masters come back (empty, as after a restart without data) and
@@ -154,7 +155,7 @@ func TestRealServersMinorityDown(t *testing.T) {
 
 func TestRealServersPausedNodeIsBoundedByNodeTimeout(t *testing.T) {
 	c, bs := realNodes(t, 3)
-	r, err := New(bs, WithTTL(5*time.Second), WithNodeTimeout(100*time.Millisecond), WithStrategy(Reject()))
+	r, err := redlock.New(bs, redlock.WithTTL(5*time.Second), redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	c.Servers[0].Pause()
 	defer c.Servers[0].Resume()

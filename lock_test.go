@@ -1,10 +1,12 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -13,7 +15,7 @@ import (
 
 func TestLockUnlockSingle(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithTTL(time.Second))
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(time.Second))
 	require.NoError(t, err)
 
 	l, err := s.Lock(t.Context(), "order:1")
@@ -28,12 +30,12 @@ func TestLockUnlockSingle(t *testing.T) {
 
 	require.NoError(t, l.Unlock(t.Context()))
 	assert.False(t, ms[0].Exists("order:1"))
-	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld, "second Unlock")
+	assert.ErrorIs(t, l.Unlock(t.Context()), redlock.ErrNotHeld, "second Unlock")
 }
 
 func TestTokensAreUniquePerAcquisition(t *testing.T) {
 	_, bs := minis(t, 1)
-	s, err := NewSingle(bs[0])
+	s, err := redlock.NewSingle(bs[0])
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for range 50 {
@@ -49,14 +51,14 @@ func TestRejectFailsAtOnce(t *testing.T) {
 	ms, bs := minis(t, 1)
 	hb, hs := hooked(bs)
 	clk := newFakeClock()
-	s, err := NewSingle(hb[0], WithStrategy(Reject()), WithClock(clk))
+	s, err := redlock.NewSingle(hb[0], redlock.WithStrategy(redlock.Reject()), redlock.WithClock(clk))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "someone-else"))
 
 	_, err = s.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrNotAcquired)
-	assert.NotErrorIs(t, err, ErrTimeout)
-	assert.NotErrorIs(t, err, ErrUnavailable)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.NotErrorIs(t, err, redlock.ErrTimeout)
+	assert.NotErrorIs(t, err, redlock.ErrUnavailable)
 	assert.Equal(t, 1, hs[0].Acquires())
 	assert.Empty(t, clk.Delays())
 	v, _ := ms[0].Get("k")
@@ -67,14 +69,14 @@ func TestRetryDelaysDoubleThenTimeout(t *testing.T) {
 	ms, bs := minis(t, 1)
 	hb, hs := hooked(bs)
 	clk := newFakeClock()
-	s, err := NewSingle(hb[0], WithClock(clk)) // default Retry(3, 100ms)
+	s, err := redlock.NewSingle(hb[0], redlock.WithClock(clk)) // default Retry(3, 100ms)
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "someone-else"))
 
 	_, err = s.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrTimeout)
-	assert.ErrorIs(t, err, ErrNotAcquired)
-	var qe *QuorumError
+	assert.ErrorIs(t, err, redlock.ErrTimeout)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.Equal(t, ms[0].Addr(), qe.Failed[0].Node)
 	assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, clk.Delays())
@@ -84,11 +86,11 @@ func TestRetryDelaysDoubleThenTimeout(t *testing.T) {
 func TestRetryCustomDelays(t *testing.T) {
 	ms, bs := minis(t, 1)
 	clk := newFakeClock()
-	s, err := NewSingle(bs[0], WithClock(clk))
+	s, err := redlock.NewSingle(bs[0], redlock.WithClock(clk))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "x"))
-	_, err = s.Lock(t.Context(), "k", WithStrategy(Retry(5, 7*time.Millisecond)))
-	assert.ErrorIs(t, err, ErrTimeout)
+	_, err = s.Lock(t.Context(), "k", redlock.WithStrategy(redlock.Retry(5, 7*time.Millisecond)))
+	assert.ErrorIs(t, err, redlock.ErrTimeout)
 	assert.Equal(t, []time.Duration{7, 14, 28, 56, 112}, scale(clk.Delays(), time.Millisecond))
 }
 
@@ -110,7 +112,7 @@ func TestRetryAcquiresOnceReleased(t *testing.T) {
 			}
 		}
 	}
-	r, err := New(bs, WithClock(clk))
+	r, err := redlock.New(bs, redlock.WithClock(clk))
 	require.NoError(t, err)
 	for _, m := range ms {
 		require.NoError(t, m.Set("k", "holder"))
@@ -125,29 +127,29 @@ func TestRetryAcquiresOnceReleased(t *testing.T) {
 }
 
 func TestRetryBackoffSaturates(t *testing.T) {
-	d, ok := Retry(100, time.Hour).Backoff(99)
+	d, ok := redlock.Retry(100, time.Hour).Backoff(99)
 	assert.True(t, ok)
 	assert.Positive(t, d, "overflowing delays saturate instead of wrapping negative")
-	_, ok = Retry(2, time.Millisecond).Backoff(2)
+	_, ok = redlock.Retry(2, time.Millisecond).Backoff(2)
 	assert.False(t, ok)
 }
 
 func TestRollbackAfterPartialAcquisition(t *testing.T) {
 	ms, bs := minis(t, 5)
-	r, err := New(bs, WithStrategy(Reject()))
+	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	for _, m := range ms[2:] { // someone else holds 3 of 5
 		require.NoError(t, m.Set("k", "other"))
 	}
 	_, err = r.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrNotAcquired)
-	var qe *QuorumError
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.Equal(t, 2, qe.Granted)
 	assert.Equal(t, 3, qe.Quorum)
 	assert.Len(t, qe.Failed, 3)
 	for _, f := range qe.Failed {
-		assert.ErrorIs(t, f.Err, ErrNotAcquired)
+		assert.ErrorIs(t, f.Err, redlock.ErrNotAcquired)
 	}
 	for _, m := range ms[:2] {
 		assert.False(t, m.Exists("k"), "the two keys we got must be rolled back at once")
@@ -163,16 +165,16 @@ func TestRollbackReachesNodesThatTimedOut(t *testing.T) {
 	bs[0] = &lateReply{Backend: bs[0]}
 	require.NoError(t, ms[1].Set("k", "other"))
 	require.NoError(t, ms[2].Set("k", "other"))
-	r, err := New(bs, WithStrategy(Reject()))
+	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	_, err = r.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.False(t, ms[0].Exists("k"), "a node whose reply was lost may hold our key: it must be released too")
 }
 
 // lateReply sets the key and then reports a timeout, as when a reply is
 // lost on the way back.
-type lateReply struct{ Backend }
+type lateReply struct{ redlock.Backend }
 
 func (l *lateReply) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	if _, err := l.Backend.Acquire(ctx, key, token, ttl); err != nil {
@@ -183,7 +185,7 @@ func (l *lateReply) Acquire(ctx context.Context, key, token string, ttl time.Dur
 
 func TestReleaseNeverDeletesNewHoldersKey(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithTTL(time.Second), WithStrategy(Reject()))
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(time.Second), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	a, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -191,11 +193,11 @@ func TestReleaseNeverDeletesNewHoldersKey(t *testing.T) {
 	b, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
 
-	assert.ErrorIs(t, a.Unlock(t.Context()), ErrNotHeld)
+	assert.ErrorIs(t, a.Unlock(t.Context()), redlock.ErrNotHeld)
 	v, err := ms[0].Get("k")
 	require.NoError(t, err)
 	assert.Equal(t, b.Token(), v, "A's release must leave B's key alone")
-	assert.ErrorIs(t, a.Extend(t.Context(), time.Second), ErrNotHeld)
+	assert.ErrorIs(t, a.Extend(t.Context(), time.Second), redlock.ErrNotHeld)
 	v, _ = ms[0].Get("k")
 	assert.Equal(t, b.Token(), v)
 	require.NoError(t, b.Unlock(t.Context()))
@@ -203,7 +205,7 @@ func TestReleaseNeverDeletesNewHoldersKey(t *testing.T) {
 
 func TestUnlockSurvivesCancelledContext(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	l, err := r.Lock(ctx, "k")
@@ -217,7 +219,7 @@ func TestUnlockSurvivesCancelledContext(t *testing.T) {
 
 func TestExtend(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs, WithTTL(time.Second))
+	r, err := redlock.New(bs, redlock.WithTTL(time.Second))
 	require.NoError(t, err)
 	l, err := r.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -237,22 +239,22 @@ func TestExtend(t *testing.T) {
 	// Two lost it: no quorum, and nothing is re-created.
 	ms[1].Del("k")
 	err = l.Extend(t.Context(), 5*time.Second)
-	assert.ErrorIs(t, err, ErrNotHeld)
-	var qe *QuorumError
+	assert.ErrorIs(t, err, redlock.ErrNotHeld)
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.Equal(t, "extend", qe.Op)
 	assert.Equal(t, 1, qe.Granted)
 	assert.False(t, ms[0].Exists("k"))
 	assert.False(t, ms[1].Exists("k"))
 
-	assert.ErrorIs(t, l.Extend(t.Context(), 0), ErrInvalid)
-	require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld, "only one of three nodes still had our key")
-	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), ErrNotHeld, "extend after unlock")
+	assert.ErrorIs(t, l.Extend(t.Context(), 0), redlock.ErrInvalid)
+	require.ErrorIs(t, l.Unlock(t.Context()), redlock.ErrNotHeld, "only one of three nodes still had our key")
+	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), redlock.ErrNotHeld, "extend after unlock")
 }
 
 func TestUnavailableWhenTooFewNodesAnswer(t *testing.T) {
 	ms, bs := minis(t, 5)
-	r, err := New(bs, WithStrategy(Reject()), WithTTL(time.Second))
+	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()), redlock.WithTTL(time.Second))
 	require.NoError(t, err)
 	addr0 := ms[0].Addr()
 	ms[0].Close()
@@ -263,22 +265,22 @@ func TestUnavailableWhenTooFewNodesAnswer(t *testing.T) {
 
 	ms[2].Close()
 	_, err = r.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.NotErrorIs(t, err, ErrNotAcquired, "unavailable must be told apart from busy")
-	var qe *QuorumError
+	assert.ErrorIs(t, err, redlock.ErrUnavailable)
+	assert.NotErrorIs(t, err, redlock.ErrNotAcquired, "unavailable must be told apart from busy")
+	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.Len(t, qe.Failed, 3)
 	assert.Contains(t, err.Error(), addr0, "the error names the failed nodes")
 
 	// With retries the error is still ErrUnavailable, not ErrTimeout.
-	_, err = r.Lock(t.Context(), "k", WithStrategy(Retry(2, time.Millisecond)))
-	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.NotErrorIs(t, err, ErrTimeout)
+	_, err = r.Lock(t.Context(), "k", redlock.WithStrategy(redlock.Retry(2, time.Millisecond)))
+	assert.ErrorIs(t, err, redlock.ErrUnavailable)
+	assert.NotErrorIs(t, err, redlock.ErrTimeout)
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithStrategy(Retry(10, time.Hour)))
+	s, err := redlock.NewSingle(bs[0], redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "other"))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -289,21 +291,21 @@ func TestCancelWhileWaiting(t *testing.T) {
 	}()
 	cancel()
 	err = <-done // an hour-long backoff returns as soon as ctx ends
-	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.ErrorIs(t, err, context.Canceled)
 
 	dctx, dcancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer dcancel()
 	_, err = s.Lock(dctx, "k")
-	assert.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 func TestLockOptionsOverrideDefaults(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithTTL(time.Second))
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(time.Second))
 	require.NoError(t, err)
-	l, err := s.Lock(t.Context(), "k", WithTTL(3*time.Second))
+	l, err := s.Lock(t.Context(), "k", redlock.WithTTL(3*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, 3*time.Second, ms[0].TTL("k"))
 	require.NoError(t, l.Unlock(t.Context()))
@@ -316,56 +318,53 @@ func TestLockOptionsOverrideDefaults(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	ms, bs := minis(t, 3)
 	good := bs[0]
-	dup := NewBackend(client(t, ms[0].Addr()))
-	noCtxTimeouts := NewBackend(redisClientWithoutContextTimeouts(t, ms[1].Addr()))
+	dup := node(t, client(t, ms[0].Addr()))
 
 	ctors := []struct {
 		name  string
-		nodes []Backend
-		opts  []Option
+		nodes []redlock.Backend
+		opts  []redlock.Option
 	}{
 		{"no nodes", nil, nil},
-		{"nil node", []Backend{good, nil}, nil},
-		{"nil client", []Backend{NewBackend(nil)}, nil},
-		{"duplicate node", []Backend{good, dup}, nil},
-		{"client ignores context deadlines", []Backend{noCtxTimeouts}, nil},
-		{"zero TTL", bs, []Option{WithTTL(0)}},
-		{"negative TTL", bs, []Option{WithTTL(-time.Second)}},
-		{"sub-millisecond TTL", bs, []Option{WithTTL(time.Microsecond)}},
-		{"TTL within drift", bs, []Option{WithTTL(2 * time.Millisecond)}},
-		{"drift factor 1", bs, []Option{WithDriftFactor(1)}},
-		{"negative drift factor", bs, []Option{WithDriftFactor(-0.1)}},
-		{"nil strategy", bs, []Option{WithStrategy(nil)}},
-		{"negative retries", bs, []Option{WithStrategy(Retry(-1, time.Millisecond))}},
-		{"negative delay", bs, []Option{WithStrategy(Retry(1, -time.Millisecond))}},
-		{"nil clock", bs, []Option{WithClock(nil)}},
-		{"node timeout not below TTL", bs, []Option{WithTTL(time.Second), WithNodeTimeout(time.Second)}},
-		{"negative node timeout", bs, []Option{WithNodeTimeout(-1)}},
+		{"nil node", []redlock.Backend{good, nil}, nil},
+		{"duplicate node", []redlock.Backend{good, dup}, nil},
+		{"zero TTL", bs, []redlock.Option{redlock.WithTTL(0)}},
+		{"negative TTL", bs, []redlock.Option{redlock.WithTTL(-time.Second)}},
+		{"sub-millisecond TTL", bs, []redlock.Option{redlock.WithTTL(time.Microsecond)}},
+		{"TTL within drift", bs, []redlock.Option{redlock.WithTTL(2 * time.Millisecond)}},
+		{"drift factor 1", bs, []redlock.Option{redlock.WithDriftFactor(1)}},
+		{"negative drift factor", bs, []redlock.Option{redlock.WithDriftFactor(-0.1)}},
+		{"nil strategy", bs, []redlock.Option{redlock.WithStrategy(nil)}},
+		{"negative retries", bs, []redlock.Option{redlock.WithStrategy(redlock.Retry(-1, time.Millisecond))}},
+		{"negative delay", bs, []redlock.Option{redlock.WithStrategy(redlock.Retry(1, -time.Millisecond))}},
+		{"nil clock", bs, []redlock.Option{redlock.WithClock(nil)}},
+		{"node timeout not below TTL", bs, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithNodeTimeout(time.Second)}},
+		{"negative node timeout", bs, []redlock.Option{redlock.WithNodeTimeout(-1)}},
 	}
 	for _, c := range ctors {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := New(c.nodes, c.opts...)
-			assert.ErrorIs(t, err, ErrInvalid)
+			_, err := redlock.New(c.nodes, c.opts...)
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
 			if len(c.nodes) == 1 {
-				_, err = NewSingle(c.nodes[0], c.opts...)
-				assert.ErrorIs(t, err, ErrInvalid)
+				_, err = redlock.NewSingle(c.nodes[0], c.opts...)
+				assert.ErrorIs(t, err, redlock.ErrInvalid)
 			}
 			if len(c.nodes) > 1 && c.opts != nil { // the same options given per call
-				r, err := New(c.nodes)
+				r, err := redlock.New(c.nodes)
 				require.NoError(t, err)
 				_, err = r.Lock(t.Context(), "k", c.opts...)
-				assert.ErrorIs(t, err, ErrInvalid)
+				assert.ErrorIs(t, err, redlock.ErrInvalid)
 			}
 		})
 	}
 
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	_, err = r.Lock(t.Context(), "")
-	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
 	//lint:ignore SA1012 a nil context is the bad input under test
 	_, err = r.Lock(nil, "k") //nolint:staticcheck
-	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
 	for _, m := range ms {
 		assert.Empty(t, m.Keys(), "bad input must not touch the nodes")
 	}
@@ -374,19 +373,19 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	//lint:ignore SA1012 a nil context is the bad input under test
 	err = l.Unlock(nil) //nolint:staticcheck
-	assert.ErrorIs(t, err, ErrInvalid, "a nil context is reported...")
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a nil context is reported...")
 	for _, m := range ms {
 		assert.False(t, m.Exists("k"), "...after the lock was released anyway")
 	}
 
-	_, err = NewSingle(good, WithDriftFactor(0.5), WithTTL(4*time.Millisecond)) // drift 4 ms
-	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = redlock.NewSingle(good, redlock.WithDriftFactor(0.5), redlock.WithTTL(4*time.Millisecond)) // drift 4 ms
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
 	assert.Contains(t, err.Error(), "drift")
 }
 
 func TestEvenNodeCountWorks(t *testing.T) {
 	ms, bs := minis(t, 4)
-	r, err := New(bs, WithStrategy(Reject()))
+	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	ms[0].Close()
 	l, err := r.Lock(t.Context(), "k")
@@ -394,17 +393,17 @@ func TestEvenNodeCountWorks(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 	ms[1].Close()
 	_, err = r.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrUnavailable, "4 nodes tolerate no more failures than 3 do")
+	assert.ErrorIs(t, err, redlock.ErrUnavailable, "4 nodes tolerate no more failures than 3 do")
 }
 
 func TestQuorumRule(t *testing.T) {
 	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
-		assert.Equal(t, want, quorum(n), "N=%d", n)
+		assert.Equal(t, want, redlock.Quorum(n), "N=%d", n)
 	}
 }
 
 func TestErrorsCompose(t *testing.T) {
-	assert.True(t, errors.Is(ErrTimeout, ErrNotAcquired))
-	assert.False(t, errors.Is(ErrNotAcquired, ErrTimeout))
-	assert.False(t, errors.Is(ErrUnavailable, ErrNotAcquired))
+	assert.True(t, errors.Is(redlock.ErrTimeout, redlock.ErrNotAcquired))
+	assert.False(t, errors.Is(redlock.ErrNotAcquired, redlock.ErrTimeout))
+	assert.False(t, errors.Is(redlock.ErrUnavailable, redlock.ErrNotAcquired))
 }

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 // The network nemesis: real redis-server processes behind fault proxies
 // (internal/faultproxy) that deliver commands late (after their client
@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock"
 
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/faultproxy"
@@ -81,8 +83,8 @@ func (n *nemesisNodes) setAll(f faultproxy.Fault) {
 // initialises a connection (HELLO) on its first use, and a command whose
 // connection is dialled while its path delivers late never leaves the
 // client at all.
-func (n *nemesisNodes) locker(t *testing.T, name string, maxRetries int, opts ...Option) *Redlock {
-	bs := make([]Backend, len(n.proxies))
+func (n *nemesisNodes) locker(t *testing.T, name string, maxRetries int, opts ...redlock.Option) *redlock.Redlock {
+	bs := make([]redlock.Backend, len(n.proxies))
 	var wg sync.WaitGroup
 	for i, p := range n.proxies {
 		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true,
@@ -91,10 +93,10 @@ func (n *nemesisNodes) locker(t *testing.T, name string, maxRetries int, opts ..
 		for range 2 {
 			wg.Go(func() { _ = c.Do(t.Context(), "blpop", "redlock-nemesis-warm", "0.05").Err() })
 		}
-		bs[i] = process{NewBackend(c).(*goRedis), name}
+		bs[i] = node(t, c)
 	}
 	wg.Wait()
-	r, err := New(bs, opts...)
+	r, err := redlock.New(bs, opts...)
 	require.NoError(t, err)
 	return r
 }
@@ -166,7 +168,7 @@ func (w *quorumWatch) check(ctx context.Context, n *nemesisNodes, key, holder, t
 			seen[i] = false
 		}
 	}
-	if gone <= len(n.direct)-quorum(len(n.direct)) {
+	if gone <= len(n.direct)-redlock.Quorum(len(n.direct)) {
 		return
 	}
 	if !end.Before(until) {
@@ -200,7 +202,7 @@ func (w *quorumWatch) verify(t *testing.T) {
 
 // hold stays in a critical section until end, probing the key every few
 // milliseconds.
-func (w *quorumWatch) hold(ctx context.Context, n *nemesisNodes, l *Lock, holder string, end time.Time, every time.Duration) {
+func (w *quorumWatch) hold(ctx context.Context, n *nemesisNodes, l *redlock.Lock, holder string, end time.Time, every time.Duration) {
 	seen := make([]bool, len(n.direct))
 	for {
 		w.check(ctx, n, l.Key(), holder, l.Token(), l.Until(), seen)
@@ -306,19 +308,19 @@ func nemesisTargetedLateRelease(t *testing.T, addrs []string) {
 		late        = time.Second // well after attempt 2, well inside the validity
 	)
 	var heal sync.Once
-	healOnFailure := ObserverFunc(func(e Event) {
-		if e.Kind == EventContention {
+	healOnFailure := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
 			heal.Do(func() { nodes.setAll(faultproxy.Fault{}) })
 		}
 	})
-	a := nodes.locker(t, "A", -1, WithTTL(ttl), WithNodeTimeout(nodeTimeout),
-		WithStrategy(Retry(3, 100*time.Millisecond)), WithObserver(healOnFailure))
-	b := nodes.locker(t, "B", -1, WithTTL(ttl), WithNodeTimeout(nodeTimeout), WithStrategy(Reject()))
+	a := nodes.locker(t, "A", -1, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout),
+		redlock.WithStrategy(redlock.Retry(3, 100*time.Millisecond)), redlock.WithObserver(healOnFailure))
+	b := nodes.locker(t, "B", -1, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout), redlock.WithStrategy(redlock.Reject()))
 
 	// Steady state first: a late EVALSHA runs only on a node that already
 	// knows the script (NOSCRIPT otherwise, and its client is gone to
 	// fall back to EVAL); any earlier release on the node loads it.
-	warm, err := a.Lock(t.Context(), key+"-warm", WithObserver(nil))
+	warm, err := a.Lock(t.Context(), key+"-warm", redlock.WithObserver(nil))
 	require.NoError(t, err)
 	require.NoError(t, warm.Unlock(t.Context()))
 
@@ -420,7 +422,7 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 	t.Logf("nemesis seed %d (replay: %s=%d), duration %v, TTL %v, node timeout %v, %d lockers, keys %v",
 		cfg.seed, nemesisSeedEnv, cfg.seed, cfg.duration, cfg.ttl, cfg.nodeTimeout, cfg.lockers, cfg.keys)
 	n := len(nodes.proxies)
-	minority := n - quorum(n)
+	minority := n - redlock.Quorum(n)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
@@ -450,9 +452,9 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		if resends {
 			maxRetries = retriesDefault
 		}
-		opts := []Option{WithTTL(cfg.ttl), WithNodeTimeout(cfg.nodeTimeout), WithStrategy(Retry(6, 10*time.Millisecond))}
+		opts := []redlock.Option{redlock.WithTTL(cfg.ttl), redlock.WithNodeTimeout(cfg.nodeTimeout), redlock.WithStrategy(redlock.Retry(6, 10*time.Millisecond))}
 		if fenced {
-			opts = append(opts, WithFencing())
+			opts = append(opts, redlock.WithFencing())
 		}
 		name := fmt.Sprintf("L%d", id)
 		lk := nodes.locker(t, name, maxRetries, opts...)
@@ -502,9 +504,9 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 				lcancel()
 				switch {
 				case err == nil:
-				case errors.Is(err, ErrUnavailable):
+				case errors.Is(err, redlock.ErrUnavailable):
 					countUnlock("unavailable")
-				case errors.Is(err, ErrNotHeld):
+				case errors.Is(err, redlock.ErrNotHeld):
 					if validLeft {
 						// Our key was on a quorum a moment ago (the watch
 						// says so), yet the release found it on fewer: a

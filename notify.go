@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
-	"sync"
+		"sync"
 )
 
 // Hand-off: waking waiters when a lock is released.
@@ -32,38 +31,12 @@ import (
 // wakes when a quorum of its nodes is not held, on an announcement by
 // someone else (its own rollbacks announce too, and are ignored by token).
 // Within a process only the first in line for the key is woken (see
-// queue): waking them all would make all but one fail an attempt and roll
+// line): waking them all would make all but one fail an attempt and roll
 // back. Across processes one waiter per process competes, and with several
 // nodes the key's gate (gate.go) decides among them; BenchmarkHandoff in
 // handoff_bench_test.go measures wait times and fairness. Reject does not
 // wait and never subscribes, nor do uncontended acquisitions: the cost is
 // paid only by waiters.
-
-// ReleaseChannel returns the pub/sub channel on which release.lua
-// announces that key was released, for operators and other clients that
-// want to watch a lock: "redlock:released:" + key.
-func ReleaseChannel(key string) string { return "redlock:released:" + key }
-
-// Notifier is the optional interface of a Backend that can tell waiters
-// that a key was released. The go-redis adapter implements it with one
-// shared pub/sub connection per node, open only while someone waits.
-type Notifier interface {
-	// Notify subscribes to releases of key. It returns once the
-	// subscription is active on the node, so no release after it returns
-	// is missed. From then until stop is called, every release of key
-	// calls released with the message's payload (release.lua publishes
-	// the releasing token, so that a waiter can tell its own rollbacks),
-	// from the node's receiving goroutine: released must be quick and must
-	// not block. When the connection to the node dropped
-	// and was restored, releases in between may have been missed: released
-	// is then called with payload "", once the subscription is active
-	// again. Calls with other payloads, or with no release behind them,
-	// are possible too (a key of the same name in another database of the
-	// server, a message published by someone else); a call means only that
-	// the key may be free. stop must be called; it returns promptly and
-	// only once no call to released is in progress or will follow.
-	Notify(ctx context.Context, key string, released func(payload string)) (stop func(), err error)
-}
 
 // wakeup turns the nodes' release announcements into wake-ups for one
 // waiter (one Lock call), a send on ch.
@@ -87,10 +60,11 @@ type Notifier interface {
 // an attempt are kept and weighed when it ends.
 //
 // Within one process only the first waiter in line for the key is woken
-// (see queue); the others keep their state and are not woken.
+// (see line); the others keep their state and are not woken.
 type wakeup struct {
-	ch   chan struct{}
-	line *queue
+	ch    chan struct{}
+	line  *line  // guarded by lines.mu
+	lines *lines // the locker's, once joined
 
 	mu        sync.Mutex
 	notifies  []bool // the node is subscribed: its releases are announced to us
@@ -227,97 +201,88 @@ func (w *wakeup) wake() {
 	}
 }
 
-// A queue is the line of this process's waiters for one key on one set of
-// nodes, in order of arrival. A release wakes only the first of them: the
-// others would only lose the race to it (or to each other), each failed
-// attempt costing a round to every node and a rollback that wakes everyone
-// again. Waking one per process keeps the herd as small as the number of
-// processes waiting, and makes waiters of one process take turns in
-// arrival order. The others still attempt when their backoff delays run
-// out, so a slow first waiter delays them by at most their delay.
-type queue struct {
-	id      string
+// A line is one locker's waiters for one key, in order of arrival. A
+// release wakes only the first of them: the others would only lose the
+// race to it (or to each other), each failed attempt costing a round to
+// every node and a rollback that wakes everyone again. Waking one per
+// locker keeps the herd as small as the number of lockers waiting (usually
+// one per process: build one Locker and share it), and makes waiters of
+// one locker take turns in arrival order. The others still attempt when
+// their backoff delays run out, so a slow first waiter delays them by at
+// most their delay.
+type line struct {
+	key     string
 	waiters []*wakeup
 }
 
-// lineTagger is a Backend whose keys are told apart by more than its Name:
-// a tag joins the line's id. The go-redis adapter tags a database other
-// than 0; a benchmark tags workers of one test binary so that they wait in
-// separate lines, as separate processes would.
-type lineTagger interface{ lineTag() string }
-
-// queues holds the lines that have waiters; a line is dropped with its
-// last waiter.
-var queues = struct {
-	sync.Mutex
-	m map[string]*queue
-}{m: map[string]*queue{}}
-
-// lineID names the line of waiters for key on nodes.
-func lineID(key string, nodes []Backend) string {
-	id := make([]string, 0, len(nodes)+1)
-	id = append(id, key)
-	for _, b := range nodes {
-		id = append(id, b.Name())
-		if t, ok := b.(lineTagger); ok {
-			id = append(id, t.lineTag())
-		}
-	}
-	return strings.Join(id, "\x00")
+// lines holds one locker's lines that have waiters; a line is dropped
+// with its last waiter. Copies of a config share it.
+type lines struct {
+	mu sync.Mutex
+	m  map[string]*line
 }
 
-// waiting reports whether this process has waiters in line for key on
-// nodes. A new Lock call then queues behind them instead of barging in
-// with an attempt of its own (see retryLoop): a worker that just released
-// the key would otherwise often take it straight back from the waiter its
-// release woke, and the line would not be a line.
-func waiting(key string, nodes []Backend) bool {
-	id := lineID(key, nodes)
-	queues.Lock()
-	defer queues.Unlock()
-	return queues.m[id] != nil
+// waiting reports whether the locker has waiters in line for key. A new
+// Lock call then queues behind them instead of barging in with an attempt
+// of its own (see waiter.run): a worker that just released the key would
+// otherwise often take it straight back from the waiter its release woke,
+// and the line would not be a line.
+func (ls *lines) waiting(key string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.m[key] != nil
 }
 
-// join puts w at the end of the line for id.
-func join(id string, w *wakeup) {
-	queues.Lock()
-	defer queues.Unlock()
-	q := queues.m[id]
-	if q == nil {
-		q = &queue{id: id}
-		queues.m[id] = q
+// join puts w at the end of the line for key.
+func (ls *lines) join(key string, w *wakeup) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.m == nil {
+		ls.m = map[string]*line{}
 	}
-	q.waiters = append(q.waiters, w)
-	w.line = q
+	l := ls.m[key]
+	if l == nil {
+		l = &line{key: key}
+		ls.m[key] = l
+	}
+	l.waiters = append(l.waiters, w)
+	w.line, w.lines = l, ls
 }
 
 // first reports whether w is first in its line; a waiter that has not
 // joined one (it is still subscribing) is not.
 func (w *wakeup) first() bool {
-	queues.Lock()
-	defer queues.Unlock()
+	if w.lines == nil {
+		return false
+	}
+	w.lines.mu.Lock()
+	defer w.lines.mu.Unlock()
 	return w.line != nil && w.line.waiters[0] == w
 }
 
 // leave takes w out of its line. A first waiter that leaves with an unused
 // wake-up passes it on, so a release is not lost with it.
 func (w *wakeup) leave() {
-	queues.Lock()
-	q := w.line
-	if q == nil {
-		queues.Unlock()
+	ls := w.lines
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	l := w.line
+	if l == nil {
+		ls.mu.Unlock()
 		return
 	}
 	w.line = nil
-	i := slices.Index(q.waiters, w)
-	q.waiters = slices.Delete(q.waiters, i, i+1)
+	i := slices.Index(l.waiters, w)
+	l.waiters = slices.Delete(l.waiters, i, i+1)
 	var next *wakeup
-	if len(q.waiters) == 0 {
-		delete(queues.m, q.id)
+	if len(l.waiters) == 0 {
+		delete(ls.m, l.key)
 	} else if i == 0 {
-		next = q.waiters[0]
+		next = l.waiters[0]
 	}
-	queues.Unlock()
+	ls.mu.Unlock()
 	if next != nil && len(w.ch) > 0 {
 		next.wake()
 	}
@@ -358,7 +323,7 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 	w.subscribed(ok, quorum(len(nodes)))
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
-	join(lineID(key, nodes), w)
+	cfg.lines.join(key, w)
 	return w, stop
 }
 

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"context"
@@ -8,33 +8,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // waitingFor returns an observer that counts failed attempts on key, and
 // a function that waits (up to the watchdog) until n were made.
-func waitingFor(t *testing.T) (Observer, func(n int64)) {
+func waitingFor(t *testing.T) (redlock.Observer, func(n int64)) {
 	var failed atomic.Int64
-	obs := ObserverFunc(func(e Event) {
-		if e.Kind == EventContention {
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
 			failed.Add(1)
 		}
 	})
 	return obs, func(n int64) {
 		t.Helper()
-		waitUntil(t, func() bool { return failed.Load() >= n })
+		testwait.Until(t, `failed.Load() >= n`, func() bool { return failed.Load() >= n })
 	}
 }
 
 func TestReleasePublishes(t *testing.T) {
 	ms, bs := minis(t, 1)
-	ps := client(t, ms[0].Addr()).Subscribe(t.Context(), ReleaseChannel("k"))
+	ps := client(t, ms[0].Addr()).Subscribe(t.Context(), redlock.ReleaseChannel("k"))
 	defer ps.Close()
 	_, err := ps.Receive(t.Context()) // the subscription is active
 	require.NoError(t, err)
-	s, err := NewSingle(bs[0])
+	s, err := redlock.NewSingle(bs[0])
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestReleasePublishes(t *testing.T) {
 	ok, err := bs[0].Release(t.Context(), "k", "not-ours", true)
 	require.NoError(t, err)
 	assert.False(t, ok)
-	assert.Equal(t, 1, ms[0].Publish(ReleaseChannel("k"), "marker"), "our subscriber is still there")
+	assert.Equal(t, 1, ms[0].Publish(redlock.ReleaseChannel("k"), "marker"), "our subscriber is still there")
 	msg, err = ps.ReceiveMessage(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "marker", msg.Payload, "nothing was published before the marker")
@@ -76,16 +77,16 @@ func TestRealServersHandoffWakesTheWaiter(t *testing.T) {
 	}
 }
 
-func handoffWakesTheWaiter(t *testing.T, bs []Backend) {
+func handoffWakesTheWaiter(t *testing.T, bs []redlock.Backend) {
 	obs, waitFailures := waitingFor(t)
-	lk := lockerFor(t, bs, WithTTL(time.Minute), WithObserver(obs))
+	lk := lockerFor(t, bs, redlock.WithTTL(time.Minute), redlock.WithObserver(obs))
 	holder, err := lk.Lock(t.Context(), "k")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
 	defer cancel()
 	got := make(chan error, 1)
 	go func() {
-		l, err := lk.Lock(ctx, "k", WithStrategy(Retry(1, time.Hour)))
+		l, err := lk.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
 		if err == nil {
 			err = l.Unlock(t.Context())
 		}
@@ -99,24 +100,24 @@ func handoffWakesTheWaiter(t *testing.T, bs []Backend) {
 func TestHandoffOff(t *testing.T) {
 	ms, bs := minis(t, 1)
 	obs, waitFailures := waitingFor(t)
-	s, err := NewSingle(bs[0], WithObserver(obs), WithHandoff(false))
+	s, err := redlock.NewSingle(bs[0], redlock.WithObserver(obs), redlock.WithHandoff(false))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "other"))
 	ctx, cancel := context.WithCancel(t.Context())
 	got := make(chan error, 1)
 	go func() {
-		_, err := s.Lock(ctx, "k", WithStrategy(Retry(1, time.Hour)))
+		_, err := s.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
 		got <- err
 	}()
 	waitFailures(1)
-	assert.Zero(t, ms[0].PubSubNumSub(ReleaseChannel("k"))[ReleaseChannel("k")], "no subscription with hand-off off")
+	assert.Zero(t, ms[0].PubSubNumSub(redlock.ReleaseChannel("k"))[redlock.ReleaseChannel("k")], "no subscription with hand-off off")
 	cancel()
 	assert.ErrorIs(t, <-got, context.Canceled)
 }
 
 // countingStrategy counts how often the strategy was consulted.
 type countingStrategy struct {
-	Strategy
+	redlock.Strategy
 	calls atomic.Int64
 }
 
@@ -131,14 +132,14 @@ func (c *countingStrategy) Backoff(retry int) (time.Duration, bool) {
 func TestHandoffKeepsRetryLimits(t *testing.T) {
 	ms, bs := minis(t, 1)
 	require.NoError(t, ms[0].Set("k", "other"))
-	strategy := &countingStrategy{Strategy: Retry(3, 30*time.Millisecond)}
+	strategy := &countingStrategy{Strategy: redlock.Retry(3, 30*time.Millisecond)}
 	var attempts atomic.Int64
-	obs := ObserverFunc(func(e Event) {
-		if e.Kind == EventAcquire {
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire {
 			attempts.Store(int64(e.Attempt))
 		}
 	})
-	s, err := NewSingle(bs[0], WithStrategy(strategy), WithObserver(obs))
+	s, err := redlock.NewSingle(bs[0], redlock.WithStrategy(strategy), redlock.WithObserver(obs))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {
@@ -153,10 +154,10 @@ wait:
 		case err2 = <-done:
 			break wait
 		case <-time.After(5 * time.Millisecond):
-			published += ms[0].Publish(ReleaseChannel("k"), "")
+			published += ms[0].Publish(redlock.ReleaseChannel("k"), "")
 		}
 	}
-	require.ErrorIs(t, err2, ErrTimeout)
+	require.ErrorIs(t, err2, redlock.ErrTimeout)
 	assert.Equal(t, int64(4), strategy.calls.Load(), "three retries granted, the fourth refused")
 	if published > 0 {
 		assert.Greater(t, attempts.Load(), int64(4), "notified attempts came on top of the four")
@@ -168,7 +169,7 @@ wait:
 func TestHandoffSharesOneConnection(t *testing.T) {
 	ms, bs := minis(t, 1)
 	obs, waitFailures := waitingFor(t)
-	s, err := NewSingle(bs[0], WithObserver(obs), WithTTL(time.Minute))
+	s, err := redlock.NewSingle(bs[0], redlock.WithObserver(obs), redlock.WithTTL(time.Minute))
 	require.NoError(t, err)
 	holder, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -179,41 +180,29 @@ func TestHandoffSharesOneConnection(t *testing.T) {
 	var acquired atomic.Int64
 	for range waiters {
 		wg.Go(func() {
-			l, err := s.Lock(ctx, "k", WithStrategy(Retry(10, time.Hour)))
+			l, err := s.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 			if err == nil {
 				acquired.Add(1)
 				_ = l.Unlock(t.Context())
 			}
 		})
 	}
-	waitFailures(1)                                                 // the first failed; the others may queue behind it without an attempt
-	waitUntil(t, func() bool { return inLine("k", bs) == waiters }) // all subscribed
-	assert.Equal(t, 1, ms[0].PubSubNumSub(ReleaseChannel("k"))[ReleaseChannel("k")],
+	waitFailures(1)                                                                                                  // the first failed; the others may queue behind it without an attempt
+	testwait.Until(t, `redlock.InLine(s, "k") == waiters`, func() bool { return redlock.InLine(s, "k") == waiters }) // all subscribed
+	assert.Equal(t, 1, ms[0].PubSubNumSub(redlock.ReleaseChannel("k"))[redlock.ReleaseChannel("k")],
 		"six waiters, one subscribed connection")
 	require.NoError(t, holder.Unlock(t.Context()))
 	wg.Wait() // each release wakes the next in line: the six take turns
 	assert.Equal(t, int64(waiters), acquired.Load())
-	waitUntil(t, func() bool { return len(ms[0].PubSubChannels("*")) == 0 })
-	assert.Zero(t, inLine("k", bs), "the line is gone with its waiters")
-}
-
-// inLine counts this process's waiters in line for key on nodes. (Lines
-// of other tests' nodes are not counted: a test that just ended may still
-// be letting go of its waiters.)
-func inLine(key string, nodes []Backend) int {
-	queues.Lock()
-	defer queues.Unlock()
-	if q := queues.m[lineID(key, nodes)]; q != nil {
-		return len(q.waiters)
-	}
-	return 0
+	testwait.Until(t, `len(ms[0].PubSubChannels("*")) == 0`, func() bool { return len(ms[0].PubSubChannels("*")) == 0 })
+	assert.Zero(t, redlock.InLine(s, "k"), "the line is gone with its waiters")
 }
 
 // TestHandoffWakesWaitersInOrder: waiters of one process are woken first
 // come, first served: one release, one woken waiter.
 func TestHandoffWakesWaitersInOrder(t *testing.T) {
 	_, bs := minis(t, 3)
-	r, err := New(bs, WithTTL(time.Minute))
+	r, err := redlock.New(bs, redlock.WithTTL(time.Minute))
 	require.NoError(t, err)
 	holder, err := r.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -221,17 +210,17 @@ func TestHandoffWakesWaitersInOrder(t *testing.T) {
 	defer cancel()
 	const waiters = 4
 	order := make(chan int, waiters)
-	locks := make(chan *Lock, waiters)
+	locks := make(chan *redlock.Lock, waiters)
 	var wg sync.WaitGroup
 	for i := range waiters {
 		wg.Go(func() {
-			l, err := r.Lock(ctx, "k", WithStrategy(Retry(10, time.Hour)))
+			l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 			if err == nil {
 				order <- i
 				locks <- l
 			}
 		})
-		waitUntil(t, func() bool { return inLine("k", bs) == i+1 }) // waiter i is in line before i+1 comes
+		testwait.Until(t, `redlock.InLine(r, "k") == i+1`, func() bool { return redlock.InLine(r, "k") == i+1 }) // waiter i is in line before i+1 comes
 	}
 	defer wg.Wait()
 	require.NoError(t, holder.Unlock(t.Context()))
@@ -246,61 +235,20 @@ func TestHandoffWakesWaitersInOrder(t *testing.T) {
 	}
 }
 
-// TestNotifyStopsCleanly exercises the hub directly: subscriptions on
-// several keys, stops in any order, and a new subscription after the
-// connection was closed.
-func TestNotifyStopsCleanly(t *testing.T) {
-	m := miniredis.RunT(t)
-	g := NewBackend(client(t, m.Addr())).(*goRedis)
-	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
-	to := func(ch chan struct{}) func(string) {
-		return func(string) {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-	stopA, err := g.Notify(t.Context(), "a", to(a))
-	require.NoError(t, err)
-	stopB, err := g.Notify(t.Context(), "b", to(b))
-	require.NoError(t, err)
-	m.Publish(ReleaseChannel("a"), "")
-	<-a
-	stopA()
-	waitUntil(t, func() bool { return m.PubSubNumSub(ReleaseChannel("a"))[ReleaseChannel("a")] == 0 })
-	m.Publish(ReleaseChannel("b"), "")
-	<-b
-	stopB()
-	waitUntil(t, func() bool { return len(m.PubSubChannels("*")) == 0 })
-	stopB() // stop is idempotent
-
-	stopA, err = g.Notify(t.Context(), "a", to(a)) // a fresh connection
-	require.NoError(t, err)
-	m.Publish(ReleaseChannel("a"), "")
-	<-a
-	stopA()
-
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_, err = g.Notify(ctx, "a", to(a))
-	assert.ErrorIs(t, err, context.Canceled)
-}
-
 // TestNewcomerQueuesBehindThisProcessesWaiters shows the line holding
 // against the commonest barger: the worker that just released the key
 // and asks for it again at once. It must not take the key back from the
 // waiter its release woke.
 func TestNewcomerQueuesBehindThisProcessesWaiters(t *testing.T) {
 	_, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithStrategy(Retry(5, time.Hour)))
+	s, err := redlock.NewSingle(bs[0], redlock.WithStrategy(redlock.Retry(5, time.Hour)))
 	require.NoError(t, err)
 	holder, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
 
 	type result struct {
 		who  string
-		lock *Lock
+		lock *redlock.Lock
 		err  error
 	}
 	got := make(chan result, 2)
@@ -308,7 +256,7 @@ func TestNewcomerQueuesBehindThisProcessesWaiters(t *testing.T) {
 		l, err := s.Lock(t.Context(), "k")
 		got <- result{"waiter", l, err}
 	}()
-	waitUntil(t, func() bool { return waiting("k", bs) })
+	testwait.Until(t, "a waiter in line", func() bool { return redlock.Waiting(s, "k") })
 
 	require.NoError(t, holder.Unlock(t.Context()))
 	go func() { // the releasing worker wants the key again, at once

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,17 +18,17 @@ import (
 // recorder is an Observer that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []redlock.Event
 }
 
-func (r *recorder) Observe(e Event) {
+func (r *recorder) Observe(e redlock.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
 // take returns the events so far and forgets them.
-func (r *recorder) take() []Event {
+func (r *recorder) take() []redlock.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	es := r.events
@@ -35,8 +36,8 @@ func (r *recorder) take() []Event {
 	return es
 }
 
-func kinds(es []Event) []EventKind {
-	out := make([]EventKind, len(es))
+func kinds(es []redlock.Event) []redlock.EventKind {
+	out := make([]redlock.EventKind, len(es))
 	for i, e := range es {
 		out[i] = e.Kind
 	}
@@ -57,8 +58,8 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 		}
 	}
 	rec := &recorder{}
-	r, err := New(bs, WithObserver(rec), WithClock(clk), WithHandoff(false),
-		WithStrategy(Retry(1, 7*time.Millisecond)))
+	r, err := redlock.New(bs, redlock.WithObserver(rec), redlock.WithClock(clk), redlock.WithHandoff(false),
+		redlock.WithStrategy(redlock.Retry(1, 7*time.Millisecond)))
 	require.NoError(t, err)
 
 	l, err := r.Lock(t.Context(), "k")
@@ -66,13 +67,13 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 	es := rec.take()
 	// attempt 1: the dead node fails, and again when the attempt is
 	// rolled back; attempt 2 gets the lock without it.
-	require.Equal(t, []EventKind{EventNodeError, EventNodeError, EventContention, EventNodeError, EventAcquire}, kinds(es))
+	require.Equal(t, []redlock.EventKind{redlock.EventNodeError, redlock.EventNodeError, redlock.EventContention, redlock.EventNodeError, redlock.EventAcquire}, kinds(es))
 	assert.Equal(t, dead, es[0].Node, "node errors name the node")
 	assert.Equal(t, "acquire", es[0].Op)
 	assert.Error(t, es[0].Err)
 	assert.Equal(t, "release", es[1].Op)
 	assert.Equal(t, 1, es[2].Attempt)
-	assert.ErrorIs(t, es[2].Err, ErrNotAcquired, "contention: the key was held")
+	assert.ErrorIs(t, es[2].Err, redlock.ErrNotAcquired, "contention: the key was held")
 	assert.Equal(t, "k", es[4].Key)
 	assert.Equal(t, 2, es[4].Attempt)
 	assert.Equal(t, 7*time.Millisecond, es[4].Duration, "the acquisition waited one backoff delay")
@@ -81,51 +82,51 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 	clk.Advance(300 * time.Millisecond)
 	require.NoError(t, l.Extend(t.Context(), 2*time.Second))
 	es = rec.take()
-	require.Equal(t, []EventKind{EventNodeError, EventExtend}, kinds(es))
+	require.Equal(t, []redlock.EventKind{redlock.EventNodeError, redlock.EventExtend}, kinds(es))
 	assert.Equal(t, "extend", es[0].Op)
 	assert.NoError(t, es[1].Err)
 
 	clk.Advance(200 * time.Millisecond)
 	require.NoError(t, l.Unlock(t.Context()))
 	es = rec.take()
-	require.Equal(t, []EventKind{EventNodeError, EventRelease}, kinds(es))
+	require.Equal(t, []redlock.EventKind{redlock.EventNodeError, redlock.EventRelease}, kinds(es))
 	assert.Equal(t, "release", es[0].Op)
 	assert.Equal(t, 500*time.Millisecond, es[1].Duration, "release reports how long the lock was held")
 
-	_, err = r.Lock(t.Context(), "", WithObserver(rec))
-	require.ErrorIs(t, err, ErrInvalid)
+	_, err = r.Lock(t.Context(), "", redlock.WithObserver(rec))
+	require.ErrorIs(t, err, redlock.ErrInvalid)
 	assert.Empty(t, rec.take(), "bad input is not an operation")
 }
 
 func TestObserverFailedAcquisitionAndLoss(t *testing.T) {
 	ms, bs := minis(t, 1)
 	rec := &recorder{}
-	s, err := NewSingle(bs[0], WithObserver(rec), WithStrategy(Reject()))
+	s, err := redlock.NewSingle(bs[0], redlock.WithObserver(rec), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "other"))
 	_, err = s.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	es := rec.take()
-	require.Equal(t, []EventKind{EventContention, EventAcquire}, kinds(es))
-	assert.ErrorIs(t, es[1].Err, ErrNotAcquired)
+	require.Equal(t, []redlock.EventKind{redlock.EventContention, redlock.EventAcquire}, kinds(es))
+	assert.ErrorIs(t, es[1].Err, redlock.ErrNotAcquired)
 	ms[0].Del("k")
 
 	err = s.Do(t.Context(), "k", func(ctx context.Context) error {
 		ms[0].Del("k")
 		<-ctx.Done()
 		return nil
-	}, WithTTL(2*time.Second), WithRenewEvery(5*time.Millisecond), WithFencing())
-	require.ErrorIs(t, err, ErrLockLost)
+	}, redlock.WithTTL(2*time.Second), redlock.WithRenewEvery(5*time.Millisecond), redlock.WithFencing())
+	require.ErrorIs(t, err, redlock.ErrLockLost)
 	es = nil
 	for _, e := range rec.take() { // on a slow machine a heartbeat may beat the Del
-		if e.Kind != EventExtend || e.Err != nil {
+		if e.Kind != redlock.EventExtend || e.Err != nil {
 			es = append(es, e)
 		}
 	}
-	require.Equal(t, []EventKind{EventAcquire, EventExtend, EventLost, EventRelease}, kinds(es))
+	require.Equal(t, []redlock.EventKind{redlock.EventAcquire, redlock.EventExtend, redlock.EventLost, redlock.EventRelease}, kinds(es))
 	assert.Equal(t, int64(1), es[0].Fence)
-	assert.ErrorIs(t, es[1].Err, ErrNotHeld)
-	assert.ErrorIs(t, es[2].Err, ErrLockLost)
+	assert.ErrorIs(t, es[1].Err, redlock.ErrNotHeld)
+	assert.ErrorIs(t, es[2].Err, redlock.ErrLockLost)
 	assert.Positive(t, es[2].Duration)
 }
 
@@ -133,17 +134,17 @@ func TestSlogObserver(t *testing.T) {
 	ms, bs := minis(t, 1)
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := NewSingle(bs[0], WithObserver(SlogObserver(logger)), WithStrategy(Reject()), WithFencing())
+	s, err := redlock.NewSingle(bs[0], redlock.WithObserver(redlock.SlogObserver(logger)), redlock.WithStrategy(redlock.Reject()), redlock.WithFencing())
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
 	_, err = s.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.NoError(t, l.Unlock(t.Context()))
 	addr := ms[0].Addr()
 	ms[0].Close()
 	_, err = s.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, redlock.ErrUnavailable)
 
 	type record struct {
 		Level, Msg, Key, Node, Op, Error string
@@ -176,8 +177,8 @@ func TestSlogObserver(t *testing.T) {
 	assert.Equal(t, addr, got[4].Node)
 	assert.Equal(t, "acquire", got[4].Op)
 
-	_, err = NewSingle(bs[0], WithObserver(SlogObserver(nil)))
-	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = redlock.NewSingle(bs[0], redlock.WithObserver(redlock.SlogObserver(nil)))
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
 }
 
 func TestNothingIsLoggedByDefault(t *testing.T) {
@@ -185,12 +186,12 @@ func TestNothingIsLoggedByDefault(t *testing.T) {
 	log.SetOutput(&buf) // slog.Default writes through the log package
 	defer log.SetOutput(log.Default().Writer())
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0], WithStrategy(Reject()))
+	s, err := redlock.NewSingle(bs[0], redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
 	_, err = s.Lock(t.Context(), "k")
-	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.NoError(t, l.Unlock(t.Context()))
 	ms[0].Close()
 	_, err = s.Lock(t.Context(), "k")

@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// Defaults used when an option is not given.
+// Defaults used when an option is not given (see WithTTL and
+// WithDriftFactor).
 const (
-	DefaultTTL         = 10 * time.Second
-	DefaultDriftFactor = 0.01
+	defaultTTL         = 10 * time.Second
+	defaultDriftFactor = 0.01
 	// maxNodeTimeout caps the default per-node timeout (TTL/10).
 	maxNodeTimeout = time.Second
 )
@@ -30,14 +31,16 @@ type config struct {
 	fencing     bool
 	noHandoff   bool
 	observer    Observer
+	lines       *lines // the locker's waiters (notify.go), shared by copies
 }
 
 func defaultConfig() config {
 	return config{
-		ttl:         DefaultTTL,
-		strategy:    Retry(DefaultRetries, DefaultRetryDelay),
-		driftFactor: DefaultDriftFactor,
-		clock:       SystemClock{},
+		ttl:         defaultTTL,
+		strategy:    Retry(defaultRetries, defaultRetryDelay),
+		driftFactor: defaultDriftFactor,
+		clock:       systemClock{},
+		lines:       &lines{},
 	}
 }
 

@@ -123,9 +123,6 @@ func checkNodes(nodes []Backend) error {
 			return invalidf("nodes %d and %d are the same node %q", j, i, name)
 		}
 		seen[name] = i
-		if g, ok := b.(*goRedis); ok && !g.contextTimeouts() {
-			return invalidf("node %q: the go-redis client needs ContextTimeoutEnabled: true so the per-node timeout bounds each call", name)
-		}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package redlock
+package redlock_test
 
 // Regression tests for the safety review (issue 8): each shows one way a
 // real network or a real client library could make the lock lie, using
@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,7 +31,7 @@ import (
 // network that holds its packets, and the command is kept to be delivered
 // by deliver, after the caller gave up, as TCP delivers data in flight.
 type lateBackend struct {
-	Backend
+	redlock.Backend
 	mu      sync.Mutex
 	late    bool
 	pending []func()
@@ -97,7 +100,7 @@ func holdersOf(t *testing.T, ms []*miniredis.Miniredis, key, token string) int {
 func TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock(t *testing.T) {
 	ms, bs := minis(t, 3)
 	slow := []*lateBackend{{Backend: bs[1], late: true}, {Backend: bs[2], late: true}}
-	nodes := []Backend{bs[0], slow[0], slow[1]}
+	nodes := []redlock.Backend{bs[0], slow[0], slow[1]}
 	var attempts atomic.Int32
 	strategy := strategyFunc(func(retry int) (time.Duration, bool) {
 		if retry > 0 {
@@ -110,7 +113,7 @@ func TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock(t *testing.T) {
 		}
 		return time.Millisecond, true
 	})
-	r, err := New(nodes, WithStrategy(strategy), WithHandoff(false), WithTTL(time.Minute))
+	r, err := redlock.New(nodes, redlock.WithStrategy(strategy), redlock.WithHandoff(false), redlock.WithTTL(time.Minute))
 	require.NoError(t, err)
 	l, err := r.Lock(t.Context(), "k")
 	require.NoError(t, err)
@@ -120,12 +123,12 @@ func TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock(t *testing.T) {
 	for _, s := range slow {
 		s.deliver() // attempt 1's SET, then its rollback's release
 	}
-	assert.GreaterOrEqual(t, holdersOf(t, ms, "k", l.Token()), quorum(3),
+	assert.GreaterOrEqual(t, holdersOf(t, ms, "k", l.Token()), redlock.Quorum(3),
 		"a quorum of nodes still holds the lock's token while it is valid")
-	other, err := New(bs, WithStrategy(Reject()), WithHandoff(false))
+	other, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()), redlock.WithHandoff(false))
 	require.NoError(t, err)
 	_, err = other.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrNotAcquired, "nobody else can take a valid lock")
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired, "nobody else can take a valid lock")
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
@@ -183,7 +186,7 @@ func TestResentCommandsCannotLie(t *testing.T) {
 	t.Run("acquire", func(t *testing.T) {
 		m := miniredis.RunT(t)
 		c, loser := losingClient(t, m.Addr())
-		s, err := NewSingle(NewBackend(c), WithStrategy(Reject()))
+		s, err := redlock.NewSingle(node(t, c), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
 		loser.armed.Store(true)
 		_, err = s.Lock(t.Context(), "k")
@@ -197,7 +200,7 @@ func TestResentCommandsCannotLie(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
 		m := miniredis.RunT(t)
 		c, loser := losingClient(t, m.Addr())
-		s, err := NewSingle(NewBackend(c), WithStrategy(Reject()))
+		s, err := redlock.NewSingle(node(t, c), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
 		l, err := s.Lock(t.Context(), "k")
 		require.NoError(t, err)
@@ -207,13 +210,13 @@ func TestResentCommandsCannotLie(t *testing.T) {
 		loser.armed.Store(true)
 		err = l.Unlock(t.Context())
 		assert.False(t, m.Exists("k"), "the release ran")
-		assert.NotErrorIs(t, err, ErrNotHeld, "a lost reply is not a lost lock")
-		assert.ErrorIs(t, err, ErrUnavailable, "the node's answer is unknown")
+		assert.NotErrorIs(t, err, redlock.ErrNotHeld, "a lost reply is not a lost lock")
+		assert.ErrorIs(t, err, redlock.ErrUnavailable, "the node's answer is unknown")
 	})
 	t.Run("Do", func(t *testing.T) {
 		m := miniredis.RunT(t)
 		c, loser := losingClient(t, m.Addr())
-		s, err := NewSingle(NewBackend(c), WithStrategy(Reject()))
+		s, err := redlock.NewSingle(node(t, c), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
 		require.NoError(t, s.Do(t.Context(), "k", func(context.Context) error { return nil }),
 			"the node has the release script now")
@@ -233,7 +236,7 @@ func TestResentCommandsCannotLie(t *testing.T) {
 // attempts" on a key that existed nowhere.
 func TestQueuedWaiterAttemptsOnItsOwnDelays(t *testing.T) {
 	ms, bs := minis(t, 1)
-	s, err := NewSingle(bs[0])
+	s, err := redlock.NewSingle(bs[0])
 	require.NoError(t, err)
 	_, err = s.Lock(t.Context(), "k") // the holder, which will crash
 	require.NoError(t, err)
@@ -241,21 +244,21 @@ func TestQueuedWaiterAttemptsOnItsOwnDelays(t *testing.T) {
 	first, stopFirst := context.WithCancel(t.Context())
 	firstDone := make(chan error, 1)
 	var refusals atomic.Int32
-	countRefusals := ObserverFunc(func(e Event) {
-		if e.Kind == EventContention {
+	countRefusals := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
 			refusals.Add(1)
 		}
 	})
 	go func() {
-		_, err := s.Lock(first, "k", WithStrategy(Retry(10, time.Hour)), WithObserver(countRefusals))
+		_, err := s.Lock(first, "k", redlock.WithStrategy(redlock.Retry(10, time.Hour)), redlock.WithObserver(countRefusals))
 		firstDone <- err
 	}()
 	// The first waiter is in line and has made its attempts: the first,
 	// and the one right after subscribing; its next comes in an hour.
-	waitUntil(t, func() bool { return inLine("k", bs) == 1 && refusals.Load() == 2 })
+	testwait.Until(t, `redlock.InLine(s, "k") == 1 && refusals.Load() == 2`, func() bool { return redlock.InLine(s, "k") == 1 && refusals.Load() == 2 })
 
 	ms[0].Del("k") // the holder's key expires: nothing is announced
-	l, err := s.Lock(t.Context(), "k", WithStrategy(Retry(3, 5*time.Millisecond)))
+	l, err := s.Lock(t.Context(), "k", redlock.WithStrategy(redlock.Retry(3, 5*time.Millisecond)))
 	require.NoError(t, err, "the queued waiter attempts when its delay runs out, and finds the key free")
 	require.NoError(t, l.Unlock(t.Context()))
 	stopFirst()
@@ -278,23 +281,23 @@ func TestOwnRollbackDoesNotWakeTheCaller(t *testing.T) {
 		t.Run(map[bool]string{false: "handoff off", true: "handoff on"}[handoff], func(t *testing.T) {
 			_, bs := minis(t, 3)
 			clk := hybridClock{newFakeClock()}
-			nodes := make([]Backend, len(bs))
+			nodes := make([]redlock.Backend, len(bs))
 			for i, b := range bs {
 				h := &hookBackend{Backend: b}
 				h.before = func(context.Context) error { clk.Advance(33 * time.Millisecond); return nil }
 				nodes[i] = notifyingHook{h}
 			}
 			var attempts atomic.Int64
-			count := ObserverFunc(func(e Event) {
-				if e.Kind == EventAcquire {
+			count := redlock.ObserverFunc(func(e redlock.Event) {
+				if e.Kind == redlock.EventAcquire {
 					attempts.Store(int64(e.Attempt))
 				}
 			})
-			r, err := New(nodes, WithTTL(100*time.Millisecond), WithNodeTimeout(50*time.Millisecond),
-				WithClock(clk), WithStrategy(Retry(3, 20*time.Millisecond)), WithHandoff(handoff), WithObserver(count))
+			r, err := redlock.New(nodes, redlock.WithTTL(100*time.Millisecond), redlock.WithNodeTimeout(50*time.Millisecond),
+				redlock.WithClock(clk), redlock.WithStrategy(redlock.Retry(3, 20*time.Millisecond)), redlock.WithHandoff(handoff), redlock.WithObserver(count))
 			require.NoError(t, err)
 			_, err = r.Lock(t.Context(), "k")
-			require.ErrorIs(t, err, ErrNotAcquired)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
 			want := 4 // the first attempt and one per retry
 			if handoff {
 				want++ // the attempt right after subscribing, which catches a release made meanwhile
@@ -308,24 +311,24 @@ func TestOwnRollbackDoesNotWakeTheCaller(t *testing.T) {
 type notifyingHook struct{ *hookBackend }
 
 func (h notifyingHook) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
-	return h.Backend.(Notifier).Notify(ctx, key, released)
+	return h.Backend.(redlock.Notifier).Notify(ctx, key, released)
 }
 
 // TestReleaseWithoutPublish is finding 8 on miniredis: with hand-off off
 // the release script does not publish at all.
 func TestReleaseWithoutPublish(t *testing.T) {
 	m, bs := minis(t, 1)
-	ps := client(t, m[0].Addr()).Subscribe(t.Context(), ReleaseChannel("k"))
+	ps := client(t, m[0].Addr()).Subscribe(t.Context(), redlock.ReleaseChannel("k"))
 	defer ps.Close()
 	_, err := ps.Receive(t.Context()) // the subscription is active
 	require.NoError(t, err)
 
-	s, err := NewSingle(bs[0], WithHandoff(false))
+	s, err := redlock.NewSingle(bs[0], redlock.WithHandoff(false))
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(t.Context()))
-	l, err = s.Lock(t.Context(), "k", WithHandoff(true))
+	l, err = s.Lock(t.Context(), "k", redlock.WithHandoff(true))
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(t.Context()))
 	msg, err := ps.ReceiveMessage(t.Context())
@@ -339,20 +342,20 @@ func TestReleaseWithoutPublish(t *testing.T) {
 func TestBadTimingsAreRefused(t *testing.T) {
 	_, bs := minis(t, 1)
 	nearOne := math.Nextafter(1, 0)
-	_, err := NewSingle(bs[0], WithTTL(math.MaxInt64), WithDriftFactor(nearOne))
-	assert.ErrorIs(t, err, ErrInvalid, "the drift allowance does not wrap around to a negative duration")
-	assert.Equal(t, time.Duration(math.MaxInt64), driftFor(math.MaxInt64, nearOne), "it saturates")
+	_, err := redlock.NewSingle(bs[0], redlock.WithTTL(math.MaxInt64), redlock.WithDriftFactor(nearOne))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "the drift allowance does not wrap around to a negative duration")
+	assert.Equal(t, time.Duration(math.MaxInt64), redlock.DriftFor(math.MaxInt64, nearOne), "it saturates")
 
-	_, err = NewSingle(bs[0], WithTTL(time.Second), WithNodeTimeout(995*time.Millisecond))
-	assert.ErrorIs(t, err, ErrInvalid, "TTL 1 s minus 12 ms of drift leaves no room for a 995 ms node call")
-	_, err = NewSingle(bs[0], WithTTL(time.Second), WithRenewEvery(900*time.Millisecond))
-	assert.ErrorIs(t, err, ErrInvalid, "900 ms plus the 100 ms node timeout do not fit in 988 ms")
+	_, err = redlock.NewSingle(bs[0], redlock.WithTTL(time.Second), redlock.WithNodeTimeout(995*time.Millisecond))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "TTL 1 s minus 12 ms of drift leaves no room for a 995 ms node call")
+	_, err = redlock.NewSingle(bs[0], redlock.WithTTL(time.Second), redlock.WithRenewEvery(900*time.Millisecond))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "900 ms plus the 100 ms node timeout do not fit in 988 ms")
 
-	s, err := NewSingle(bs[0], WithTTL(10*time.Second)) // node timeout 1 s
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(10*time.Second)) // node timeout 1 s
 	require.NoError(t, err)
 	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
-	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), ErrInvalid, "an extension to 1 s cannot outlast a 1 s node call")
+	assert.ErrorIs(t, l.Extend(t.Context(), time.Second), redlock.ErrInvalid, "an extension to 1 s cannot outlast a 1 s node call")
 	require.NoError(t, l.Extend(t.Context(), 2*time.Second))
 	require.NoError(t, l.Unlock(t.Context()))
 }
@@ -361,7 +364,7 @@ func TestBadTimingsAreRefused(t *testing.T) {
 // already cancelled sent a rollback to every node.
 func TestCancelledLockSendsNothing(t *testing.T) {
 	ms, bs := minis(t, 3)
-	r, err := New(bs)
+	r, err := redlock.New(bs)
 	require.NoError(t, err)
 	before := 0
 	for _, m := range ms {
@@ -370,7 +373,7 @@ func TestCancelledLockSendsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err = r.Lock(ctx, "k")
-	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.ErrorIs(t, err, context.Canceled)
 	after := 0
 	for _, m := range ms {
@@ -393,7 +396,7 @@ func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
 	require.Error(t, restricted.Publish(t.Context(), "x", "").Err(), "the ACL denies PUBLISH")
 
 	for _, handoff := range []bool{false, true} {
-		s, err := NewSingle(NewBackend(restricted), WithHandoff(handoff))
+		s, err := redlock.NewSingle(node(t, restricted), redlock.WithHandoff(handoff))
 		require.NoError(t, err)
 		l, err := s.Lock(t.Context(), "k")
 		require.NoError(t, err)
@@ -411,7 +414,7 @@ func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
 func TestUnansweredReleaseIsNotALostLock(t *testing.T) {
 	ms, bs := minis(t, 5)
 	nodes, fs := flakies(bs)
-	r, err := New(nodes, WithStrategy(Reject()))
+	r, err := redlock.New(nodes, redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	require.NoError(t, ms[4].Set("k", "someone else"))
 	err = r.Do(t.Context(), "k", func(context.Context) error {
@@ -427,9 +430,9 @@ func TestUnansweredReleaseIsNotALostLock(t *testing.T) {
 	require.NoError(t, err)
 	setFaults(fs, down, down)
 	err = l.Unlock(t.Context())
-	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.NotErrorIs(t, err, ErrNotHeld)
-	assert.ErrorIs(t, l.Extend(t.Context(), DefaultTTL), ErrNotHeld, "after Unlock")
+	assert.ErrorIs(t, err, redlock.ErrUnavailable)
+	assert.NotErrorIs(t, err, redlock.ErrNotHeld)
+	assert.ErrorIs(t, l.Extend(t.Context(), redlock.DefaultTTL), redlock.ErrNotHeld, "after Unlock")
 
 	// With three "not ours", the lock is certainly not held on a quorum.
 	setFaults(fs)
@@ -439,6 +442,6 @@ func TestUnansweredReleaseIsNotALostLock(t *testing.T) {
 		m.Del("k3") // expired on three nodes
 	}
 	setFaults(fs, down)
-	assert.ErrorIs(t, l.Extend(t.Context(), DefaultTTL), ErrNotHeld)
-	assert.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+	assert.ErrorIs(t, l.Extend(t.Context(), redlock.DefaultTTL), redlock.ErrNotHeld)
+	assert.ErrorIs(t, l.Unlock(t.Context()), redlock.ErrNotHeld)
 }

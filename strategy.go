@@ -39,11 +39,11 @@ func Retry(retries int, baseDelay time.Duration) Strategy {
 	return retry{retries: retries, base: baseDelay}
 }
 
-// DefaultRetries and DefaultRetryDelay are the Retry parameters used when
-// no strategy is given: 100, 200 and 400 ms, as in the seed configuration.
+// The Retry parameters used when no strategy is given: Retry(3, 100ms),
+// waiting 100, 200 and 400 ms, as in the seed configuration.
 const (
-	DefaultRetries    = 3
-	DefaultRetryDelay = 100 * time.Millisecond
+	defaultRetries    = 3
+	defaultRetryDelay = 100 * time.Millisecond
 )
 
 type retry struct {

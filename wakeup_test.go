@@ -20,7 +20,7 @@ func woke(w *wakeup) bool {
 func soleWaiter(t *testing.T) *wakeup {
 	w := newWakeup(5)
 	w.subscribed([]bool{true, true, true, true, true}, quorum(5))
-	join(t.Name(), w)
+	(&lines{}).join(t.Name(), w)
 	t.Cleanup(w.leave)
 	return w
 }

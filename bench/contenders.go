@@ -95,7 +95,11 @@ type redlockC struct{ l redlock.Locker }
 func newRedlock(clients []*redis.Client) (Contender, error) {
 	bs := make([]redlock.Backend, len(clients))
 	for i, c := range clients {
-		bs[i] = redlock.NewBackend(c)
+		b, err := goredis.New(c)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = b
 	}
 	opts := []redlock.Option{redlock.WithTTL(TTL), redlock.WithStrategy(redlock.Reject())}
 	if len(bs) == 1 {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
 )
@@ -211,7 +212,11 @@ func parseAddrs(s string) ([]string, error) {
 func newLocker(cfg benchConfig, clients []*redis.Client) (redlock.Locker, error) {
 	bs := make([]redlock.Backend, len(clients))
 	for i, c := range clients {
-		bs[i] = redlock.NewBackend(c)
+		b, err := goredis.New(c)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = b
 	}
 	opts := []redlock.Option{redlock.WithTTL(10 * time.Second), redlock.WithStrategy(redlock.Reject())}
 	if cfg.impl == "single" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,7 +30,12 @@ func demo(args []string) int {
 		return 1
 	}
 	defer cl.close()
-	locker, err := redlock.New(cl.backends(), redlock.WithTTL(2*time.Second),
+	nodes, err := cl.backends()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	locker, err := redlock.New(nodes, redlock.WithTTL(2*time.Second),
 		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithStrategy(redlock.Retry(6, 20*time.Millisecond)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -177,12 +183,16 @@ func newDemoCluster(addrs string) (*demoCluster, error) {
 	return cl, nil
 }
 
-func (cl *demoCluster) backends() []redlock.Backend {
+func (cl *demoCluster) backends() ([]redlock.Backend, error) {
 	bs := make([]redlock.Backend, len(cl.nodes))
 	for i, n := range cl.nodes {
-		bs[i] = &stoppable{Backend: redlock.NewBackend(n.client), node: n}
+		b, err := goredis.New(n.client)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = &stoppable{Backend: b, node: n}
 	}
-	return bs
+	return bs, nil
 }
 
 func (cl *demoCluster) stop(i int) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -109,7 +110,7 @@ func TestRunUsage(t *testing.T) {
 // must exit with the busy status, at once or after --wait.
 func TestRunBusy(t *testing.T) {
 	addr, c := oneMaster(t)
-	s, err := redlock.NewSingle(redlock.NewBackend(c), redlock.WithTTL(30*time.Second), redlock.WithStrategy(redlock.Reject()))
+	s, err := redlock.NewSingle(adapt(t, c), redlock.WithTTL(30*time.Second), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	held, err := s.Lock(t.Context(), "job")
 	require.NoError(t, err)
@@ -236,7 +237,7 @@ func waitFile(t *testing.T, path string) {
 // lock: the command never runs, and the status says interrupted, not busy.
 func TestRunInterruptedWhileWaiting(t *testing.T) {
 	addr, c := oneMaster(t)
-	s, err := redlock.NewSingle(redlock.NewBackend(c), redlock.WithTTL(30*time.Second), redlock.WithStrategy(redlock.Reject()))
+	s, err := redlock.NewSingle(adapt(t, c), redlock.WithTTL(30*time.Second), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	held, err := s.Lock(t.Context(), "job")
 	require.NoError(t, err)
@@ -259,4 +260,12 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 		t.Fatal("run did not return after being interrupted")
 	}
 	assert.NoFileExists(t, marker)
+}
+
+// adapt is goredis.New for a client the test knows to be valid.
+func adapt(t *testing.T, c *redis.Client) redlock.Backend {
+	t.Helper()
+	b, err := goredis.New(c)
+	require.NoError(t, err)
+	return b
 }

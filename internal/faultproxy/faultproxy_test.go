@@ -72,18 +72,6 @@ func rclient(t *testing.T, addr string, retries int) *redis.Client {
 	return c
 }
 
-// waitFor polls cond until it holds; the watchdog fails the test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(watchdog)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("watchdog: %s did not happen within %v", what, watchdog)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // value reads key on the server directly; "" when it is absent.
 func value(t *testing.T, direct *redis.Client, key string) string {
 	v, err := direct.Get(t.Context(), key).Result()
@@ -150,7 +138,7 @@ func TestLateDeliversAfterTheClientGaveUp(t *testing.T) {
 	if held && p.Pending() > 0 {
 		assert.Empty(t, got, "the server has not seen the SET while the proxy holds it")
 	}
-	waitFor(t, "the late SET landing", func() bool { return value(t, direct, "k") == "late" })
+	testwait.Until(t, "the late SET landing", func() bool { return value(t, direct, "k") == "late" })
 	assert.Zero(t, p.Pending())
 	st := p.Stats()
 	assert.Positive(t, st.LateChunks)
@@ -166,15 +154,15 @@ func TestLateOvertakenByANewConnection(t *testing.T) {
 
 	p.Set(Fault{Kind: Late, Delay: 3 * time.Second})
 	sendAndClose(t, p.Addr(), resp("SET", "k", "old"))
-	waitFor(t, "the proxy holding the old SET", func() bool { return p.Pending() == 1 })
+	testwait.Until(t, "the proxy holding the old SET", func() bool { return p.Pending() == 1 })
 	p.Set(Fault{Kind: Pass})
 	sendAndClose(t, p.Addr(), resp("SET", "k", "new"))
-	waitFor(t, "the new SET landing", func() bool { return value(t, direct, "k") != "" })
+	testwait.Until(t, "the new SET landing", func() bool { return value(t, direct, "k") != "" })
 	if p.Pending() == 1 { // the old one is still held (it surely is unless the machine stalled for seconds)
 		assert.Equal(t, "new", value(t, direct, "k"), "the new connection's SET landed first")
 	}
-	waitFor(t, "the old SET landing", func() bool { return p.Pending() == 0 })
-	waitFor(t, "the old SET overwriting", func() bool { return value(t, direct, "k") == "old" })
+	testwait.Until(t, "the old SET landing", func() bool { return p.Pending() == 0 })
+	testwait.Until(t, "the old SET overwriting", func() bool { return value(t, direct, "k") == "old" })
 }
 
 // On one connection, bytes sent after a late chunk wait behind it.
@@ -187,7 +175,7 @@ func TestLateKeepsOrderOnAConnection(t *testing.T) {
 	p.Set(Fault{Kind: Late, Delay: 200 * time.Millisecond})
 	_, err = c.Write([]byte("first "))
 	require.NoError(t, err)
-	waitFor(t, "the first chunk held", func() bool { return p.Pending() == 1 })
+	testwait.Until(t, "the first chunk held", func() bool { return p.Pending() == 1 })
 	p.Set(Fault{Kind: Pass})
 	_, err = c.Write([]byte("second\n"))
 	require.NoError(t, err)
@@ -260,7 +248,7 @@ func TestStallHoldsBothWaysUntilHealed(t *testing.T) {
 	res := make(chan error, 1)
 	go func() { res <- c.Set(t.Context(), "a", "1", 0).Err() }()
 	sendAndClose(t, p.Addr(), resp("SET", "b", "2")) // a client that gave up
-	waitFor(t, "both SETs held", func() bool { return p.Pending() == 2 })
+	testwait.Until(t, "both SETs held", func() bool { return p.Pending() == 2 })
 	got := value(t, direct, "a") + value(t, direct, "b")
 	if p.Pending() == 2 {
 		assert.Empty(t, got, "nothing reaches the server while stalled")
@@ -279,7 +267,7 @@ func TestStallHoldsBothWaysUntilHealed(t *testing.T) {
 		t.Fatal("watchdog: no reply after the heal")
 	}
 	assert.Equal(t, "1", value(t, direct, "a"))
-	waitFor(t, "the departed client's SET landing", func() bool { return value(t, direct, "b") == "2" })
+	testwait.Until(t, "the departed client's SET landing", func() bool { return value(t, direct, "b") == "2" })
 }
 
 // Close ends every goroutine even with bytes held by Late and Stall.
@@ -293,13 +281,13 @@ func TestCloseEndsEverything(t *testing.T) {
 	defer late.Close()
 	p.Set(Fault{Kind: Late, Delay: time.Hour})
 	_, _ = late.Write([]byte("slow\n"))
-	waitFor(t, "the chunk held", func() bool { return p.Pending() == 1 })
+	testwait.Until(t, "the chunk held", func() bool { return p.Pending() == 1 })
 	p.Set(Fault{Kind: Stall})
 	stalled, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 	require.NoError(t, err)
 	_, _ = stalled.Write([]byte("stuck\n"))
 	_ = stalled.Close()
-	waitFor(t, "the stalled chunk held", func() bool { return p.Pending() == 2 })
+	testwait.Until(t, "the stalled chunk held", func() bool { return p.Pending() == 2 })
 
 	require.NoError(t, p.Close())
 	require.NoError(t, p.Close(), "idempotent")

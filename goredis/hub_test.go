@@ -1,4 +1,4 @@
-package redlock
+package goredis
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,18 +49,18 @@ func proxied(t *testing.T, addr string) *latencyproxy.Proxy {
 }
 
 func numSub(m *miniredis.Miniredis, key string) int {
-	return m.PubSubNumSub(ReleaseChannel(key))[ReleaseChannel(key)]
+	return m.PubSubNumSub(redlock.ReleaseChannel(key))[redlock.ReleaseChannel(key)]
 }
 
 // TestHubPayloadReachesTheWaiter: the callback gets what was published.
 func TestHubPayloadReachesTheWaiter(t *testing.T) {
 	m := miniredis.RunT(t)
-	g := NewBackend(client(t, m.Addr())).(*goRedis)
+	g := adapt(t, client(t, m.Addr()))
 	cb, got := payloads()
 	stop, err := g.Notify(t.Context(), "k", cb)
 	require.NoError(t, err)
 	defer stop()
-	m.Publish(ReleaseChannel("k"), "token-1")
+	m.Publish(redlock.ReleaseChannel("k"), "token-1")
 	assert.Equal(t, "token-1", next(t, got))
 }
 
@@ -71,7 +73,7 @@ func TestHubPayloadReachesTheWaiter(t *testing.T) {
 func TestHubActivationIsExact(t *testing.T) {
 	m := miniredis.RunT(t)
 	p := proxied(t, m.Addr())
-	g := NewBackend(client(t, p.Addr())).(*goRedis)
+	g := adapt(t, client(t, p.Addr()))
 	keep, err := g.Notify(t.Context(), "other", func(string) {}) // keeps the connection open
 	require.NoError(t, err)
 	defer keep()
@@ -84,10 +86,10 @@ func TestHubActivationIsExact(t *testing.T) {
 		_, err := g.Notify(ctx1, "c", func(string) {})
 		first <- err
 	}()
-	waitUntil(t, func() bool { return numSub(m, "c") == 1 }) // SUBSCRIBE reached the node; its reply lags
+	testwait.Until(t, `numSub(m, "c") == 1`, func() bool { return numSub(m, "c") == 1 }) // SUBSCRIBE reached the node; its reply lags
 	cancel1()
 	require.ErrorIs(t, <-first, context.Canceled)
-	waitUntil(t, func() bool { return numSub(m, "c") == 0 }) // UNSUBSCRIBE too
+	testwait.Until(t, `numSub(m, "c") == 0`, func() bool { return numSub(m, "c") == 0 }) // UNSUBSCRIBE too
 
 	p.SetDelay(3*slow, slow) // the next SUBSCRIBE lags behind the first one's reply
 	cb, got := payloads()
@@ -96,7 +98,7 @@ func TestHubActivationIsExact(t *testing.T) {
 	defer stop()
 	assert.Equal(t, 1, numSub(m, "c"), "Notify returned before its SUBSCRIBE reached the node")
 	p.SetDelay(0, 0)
-	m.Publish(ReleaseChannel("c"), "after")
+	m.Publish(redlock.ReleaseChannel("c"), "after")
 	assert.Equal(t, "after", next(t, got), "a release after Notify returned is not missed")
 }
 
@@ -125,8 +127,8 @@ func (s *stallingPubSub) Subscribe(ctx context.Context, channels ...string) erro
 // stop, and a third waiter's Notify returns by its own deadline.
 func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	m := miniredis.RunT(t)
-	g := NewBackend(client(t, m.Addr())).(*goRedis)
-	stall := &stallingPubSub{channel: ReleaseChannel("b"), stuck: make(chan struct{}), release: make(chan struct{})}
+	g := adapt(t, client(t, m.Addr()))
+	stall := &stallingPubSub{channel: redlock.ReleaseChannel("b"), stuck: make(chan struct{}), release: make(chan struct{})}
 	g.hub.wrap = func(ps pubSub) pubSub { stall.pubSub = ps; return stall }
 	released := false
 	defer func() {
@@ -148,7 +150,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	}()
 	<-stall.stuck
 
-	m.Publish(ReleaseChannel("a"), "to-a")
+	m.Publish(redlock.ReleaseChannel("a"), "to-a")
 	assert.Equal(t, "to-a", next(t, gotA), "dispatch went on while b's SUBSCRIBE hung")
 
 	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -177,7 +179,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	released = true
 	stopB := <-b
 	defer stopB()
-	m.Publish(ReleaseChannel("b"), "to-b")
+	m.Publish(redlock.ReleaseChannel("b"), "to-b")
 	assert.Equal(t, "to-b", next(t, gotB))
 }
 
@@ -189,7 +191,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 func TestHubReconnectTellsWaiters(t *testing.T) {
 	srv := redistest.Start(t, 1)
 	p := proxied(t, srv.Servers[0].Addr())
-	g := NewBackend(client(t, p.Addr())).(*goRedis)
+	g := adapt(t, client(t, p.Addr()))
 	direct := client(t, srv.Servers[0].Addr())
 
 	cbX, gotX := payloads()
@@ -202,21 +204,21 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	defer stopY()
 
 	p.Cut()
-	waitUntil(t, func() bool {
-		n, err := direct.PubSubNumSub(t.Context(), ReleaseChannel("x")).Result()
-		return err == nil && n[ReleaseChannel("x")] == 0
+	testwait.Until(t, "the condition", func() bool {
+		n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x")).Result()
+		return err == nil && n[redlock.ReleaseChannel("x")] == 0
 	})
-	require.NoError(t, direct.Publish(t.Context(), ReleaseChannel("x"), "lost").Err())
+	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "lost").Err())
 	p.Release()
 
 	assert.Equal(t, "", next(t, gotX), "x is told a release may have been missed")
-	n, err := direct.PubSubNumSub(t.Context(), ReleaseChannel("x"), ReleaseChannel("y")).Result()
+	n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x"), redlock.ReleaseChannel("y")).Result()
 	require.NoError(t, err)
-	assert.Equal(t, map[string]int64{ReleaseChannel("x"): 1, ReleaseChannel("y"): 1}, n,
+	assert.Equal(t, map[string]int64{redlock.ReleaseChannel("x"): 1, redlock.ReleaseChannel("y"): 1}, n,
 		"only once resubscribed")
 	assert.Equal(t, "", next(t, gotY), "so is every waiter")
 
-	require.NoError(t, direct.Publish(t.Context(), ReleaseChannel("x"), "again").Err())
+	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "again").Err())
 	for {
 		if payload := next(t, gotX); payload != "" { // another drop may add a "" or two
 			assert.Equal(t, "again", payload)
@@ -225,25 +227,79 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	}
 }
 
-// TestDatabasesOfOneServer: databases of one server are one node (a
-// Redlock refuses them as duplicates, since they share the server's fate),
-// but their keys are different keys, so a process's waiters stand in
-// different lines.
+// TestDatabasesOfOneServer: databases of one server are one node, since
+// they share the server's fate: same Name, so a Redlock refuses them as
+// duplicates.
 func TestDatabasesOfOneServer(t *testing.T) {
 	m := miniredis.RunT(t)
-	db := func(n int) Backend {
+	db := func(n int) redlock.Backend {
 		c := redis.NewClient(&redis.Options{Addr: m.Addr(), DB: n, ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { c.Close() })
-		return NewBackend(c)
+		return adapt(t, c)
 	}
 	b0, b2 := db(0), db(2)
 	assert.Equal(t, m.Addr(), b0.Name())
 	assert.Equal(t, m.Addr(), b2.Name())
-	assert.NotEqual(t, lineID("k", []Backend{b0}), lineID("k", []Backend{b2}))
-	_, err := New([]Backend{b0, b2, db(3)})
-	assert.ErrorIs(t, err, ErrInvalid, "three databases of one server are not three independent masters")
+	_, err := redlock.New([]redlock.Backend{b0, b2, db(3)})
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "three databases of one server are not three independent masters")
+}
 
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}, DB: 1})
-	t.Cleanup(func() { ring.Close() })
-	assert.NotEqual(t, lineID("k", []Backend{NewBackend(ring)}), lineID("k", []Backend{b0}))
+// TestNewRefusesClientsItCannotBound: a nil client, and clients that
+// ignore context deadlines (a paused node would hold every call for the
+// client's ReadTimeout), of every kind go-redis has.
+func TestNewRefusesClientsItCannotBound(t *testing.T) {
+	m := miniredis.RunT(t)
+	plain := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
+	t.Cleanup(func() { plain.Close(); ring.Close(); cluster.Close() })
+	for name, c := range map[string]redis.UniversalClient{"nil": nil, "client": plain, "ring": ring, "cluster": cluster} {
+		b, err := New(c)
+		assert.ErrorIs(t, err, redlock.ErrInvalid, name)
+		assert.Nil(t, b, name)
+	}
+	var nilClient *redis.Client
+	_, err := New(nilClient)
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a typed nil client")
+}
+
+// TestNotifyStopsCleanly exercises the hub directly: subscriptions on
+// several keys, stops in any order, and a new subscription after the
+// connection was closed.
+func TestNotifyStopsCleanly(t *testing.T) {
+	m := miniredis.RunT(t)
+	g := adapt(t, client(t, m.Addr()))
+	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
+	to := func(ch chan struct{}) func(string) {
+		return func(string) {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	stopA, err := g.Notify(t.Context(), "a", to(a))
+	require.NoError(t, err)
+	stopB, err := g.Notify(t.Context(), "b", to(b))
+	require.NoError(t, err)
+	m.Publish(redlock.ReleaseChannel("a"), "")
+	<-a
+	stopA()
+	testwait.Until(t, `m.PubSubNumSub(redlock.ReleaseChannel("a"))[redlock.ReleaseChannel("a")] == 0`, func() bool { return m.PubSubNumSub(redlock.ReleaseChannel("a"))[redlock.ReleaseChannel("a")] == 0 })
+	m.Publish(redlock.ReleaseChannel("b"), "")
+	<-b
+	stopB()
+	testwait.Until(t, `len(m.PubSubChannels("*")) == 0`, func() bool { return len(m.PubSubChannels("*")) == 0 })
+	stopB() // stop is idempotent
+
+	stopA, err = g.Notify(t.Context(), "a", to(a)) // a fresh connection
+	require.NoError(t, err)
+	m.Publish(redlock.ReleaseChannel("a"), "")
+	<-a
+	stopA()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = g.Notify(ctx, "a", to(a))
+	assert.ErrorIs(t, err, context.Canceled)
 }

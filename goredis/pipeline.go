@@ -1,4 +1,4 @@
-package redlock
+package goredis
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package redlock
+package goredis
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -112,7 +113,7 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	name := ReleaseChannel(key)
+	name := redlock.ReleaseChannel(key)
 	h.mu.Lock()
 	if h.sub == nil {
 		h.sub = h.open(ctx, c)
@@ -402,8 +403,4 @@ func (s *subscription) pongLocked(seq uint64) {
 			close(cw.active)
 		}
 	}
-}
-
-func (g *goRedis) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
-	return g.hub.notify(ctx, g.c, key, released)
 }

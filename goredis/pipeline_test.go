@@ -1,4 +1,4 @@
-package redlock
+package goredis
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,8 +50,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 }
 
 func gatedCoalescer(t *testing.T, hold bool) (*coalescer, *gate, *redis.Client) {
-	ms, _ := minis(t, 1)
-	c := client(t, ms[0].Addr())
+	c := client(t, miniredis.RunT(t).Addr())
 	require.NoError(t, c.Ping(t.Context()).Err())
 	g := &gate{}
 	if hold {
@@ -72,17 +73,6 @@ func (q *coalescer) flying() bool {
 	return q.busy && len(q.queue) == 0
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 2000 {
-		if cond() {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("condition not reached")
-}
-
 func TestCoalescerLoneCallerSendsAtOnce(t *testing.T) {
 	q, g, _ := gatedCoalescer(t, false)
 	for range 20 {
@@ -103,7 +93,7 @@ func TestCoalescerBatchesConcurrentCallers(t *testing.T) {
 		assert.NoError(t, q.process(t.Context(), cmd))
 		results[0] = cmd.Val()
 	})
-	waitFor(t, func() bool { return g.singles.Load() == 1 })
+	testwait.Until(t, `g.singles.Load() == 1`, func() bool { return g.singles.Load() == 1 })
 	for i := 1; i <= waiters; i++ {
 		wg.Go(func() {
 			cmd := redis.NewIntCmd(t.Context(), "incr", "n")
@@ -111,7 +101,7 @@ func TestCoalescerBatchesConcurrentCallers(t *testing.T) {
 			results[i] = cmd.Val()
 		})
 	}
-	waitFor(t, func() bool { return q.queued() == waiters })
+	testwait.Until(t, `q.queued() == waiters`, func() bool { return q.queued() == waiters })
 	close(g.hold)
 	wg.Wait()
 
@@ -133,11 +123,11 @@ func TestCoalescerWithdrawsCallerThatGivesUpWhileQueued(t *testing.T) {
 	wg.Go(func() {
 		assert.NoError(t, q.process(t.Context(), redis.NewIntCmd(t.Context(), "incr", "n")))
 	})
-	waitFor(t, func() bool { return g.singles.Load() == 1 })
+	testwait.Until(t, `g.singles.Load() == 1`, func() bool { return g.singles.Load() == 1 })
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() { errc <- q.process(ctx, redis.NewIntCmd(ctx, "incr", "n")) }()
-	waitFor(t, func() bool { return q.queued() == 1 })
+	testwait.Until(t, `q.queued() == 1`, func() bool { return q.queued() == 1 })
 	cancel()
 	assert.ErrorIs(t, <-errc, context.Canceled)
 	assert.Zero(t, q.queued())
@@ -272,15 +262,15 @@ func TestCoalescerCallerKeepsItsOwnDeadline(t *testing.T) {
 	ctx0, cancel0 := context.WithTimeout(t.Context(), first)
 	defer cancel0()
 	r0 := processAsync(q, ctx0)
-	waitFor(t, func() bool { return q.flying() })
+	testwait.Until(t, `q.flying()`, func() bool { return q.flying() })
 	ctxS, cancelS := context.WithTimeout(t.Context(), short)
 	defer cancelS()
 	rS := processAsync(q, ctxS)
-	waitFor(t, func() bool { return q.queued() == 1 }) // the short one first: it would lead the batch
+	testwait.Until(t, `q.queued() == 1`, func() bool { return q.queued() == 1 }) // the short one first: it would lead the batch
 	ctxL, cancelL := context.WithTimeout(t.Context(), long)
 	defer cancelL()
 	rL := processAsync(q, ctxL)
-	waitFor(t, func() bool { return q.queued() == 2 })
+	testwait.Until(t, `q.queued() == 2`, func() bool { return q.queued() == 2 })
 	require.Empty(t, r0, "both queued while the first was in flight")
 	assert.Error(t, (<-r0).err)
 
@@ -307,18 +297,18 @@ func TestCoalescerCancelledCallerReturnsPromptly(t *testing.T) {
 	ctx0, cancel0 := context.WithTimeout(t.Context(), first)
 	defer cancel0()
 	r0 := processAsync(q, ctx0)
-	waitFor(t, func() bool { return q.flying() })
+	testwait.Until(t, `q.flying()`, func() bool { return q.flying() })
 	ctxC, cancelC := context.WithCancel(t.Context())
 	defer cancelC()
 	rC := processAsync(q, ctxC)
-	waitFor(t, func() bool { return q.queued() == 1 })
+	testwait.Until(t, `q.queued() == 1`, func() bool { return q.queued() == 1 })
 	ctxL, cancelL := context.WithTimeout(t.Context(), long)
 	defer cancelL()
 	rL := processAsync(q, ctxL)
-	waitFor(t, func() bool { return q.queued() == 2 })
+	testwait.Until(t, `q.queued() == 2`, func() bool { return q.queued() == 2 })
 	require.Empty(t, r0, "both queued while the first was in flight")
 	<-r0
-	waitFor(t, func() bool { return q.queued() == 0 }) // the two are in flight
+	testwait.Until(t, `q.queued() == 0`, func() bool { return q.queued() == 0 }) // the two are in flight
 
 	start := time.Now()
 	cancelC()
@@ -389,10 +379,10 @@ func TestCoalescerBatchCancelledWhenAllGaveUp(t *testing.T) {
 	solo := <-h.ctxs
 	ctxA, cancelA := context.WithCancel(t.Context())
 	rA := processAsync(q, ctxA)
-	waitFor(t, func() bool { return q.queued() == 1 })
+	testwait.Until(t, `q.queued() == 1`, func() bool { return q.queued() == 1 })
 	ctxB, cancelB := context.WithCancel(t.Context())
 	rB := processAsync(q, ctxB)
-	waitFor(t, func() bool { return q.queued() == 2 })
+	testwait.Until(t, `q.queued() == 2`, func() bool { return q.queued() == 2 })
 	cancel0() // a batch of one runs on its caller's context
 	assert.ErrorIs(t, await(t, r0).err, context.Canceled)
 	<-solo.Done()
@@ -423,13 +413,13 @@ func TestCoalescerLoneCallerDoesNotSendTheQueue(t *testing.T) {
 	r0 := processAsync(q, t.Context())
 	<-h.ctxs // in flight
 	r1 := processAsync(q, t.Context())
-	waitFor(t, func() bool { return q.queued() == 1 })
+	testwait.Until(t, `q.queued() == 1`, func() bool { return q.queued() == 1 })
 	h.release <- struct{}{} // the lone command lands
 	<-h.ctxs                // the queued one is in flight, held
 	assert.NoError(t, await(t, r0).err, "the lone caller returned while the queue it left is in flight")
 	h.release <- struct{}{}
 	assert.NoError(t, await(t, r1).err)
-	waitFor(t, func() bool { return !q.flying() })
+	testwait.Until(t, `!q.flying()`, func() bool { return !q.flying() })
 }
 
 // TestCoalescerCallerThatGaveUpSendsNothing: a context that has already

@@ -1,9 +1,11 @@
-package redlock
+package goredis
 
 import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+
+	"github.com/quorumlock/redlock"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,6 +18,13 @@ type script struct {
 	src, sha string
 }
 
+var (
+	releaseScript       = newScript(redlock.Lua.Release)
+	extendScript        = newScript(redlock.Lua.Extend)
+	acquireFencedScript = newScript(redlock.Lua.AcquireFenced)
+	raiseFenceScript    = newScript(redlock.Lua.RaiseFence)
+)
+
 func newScript(src string) script {
 	sum := sha1.Sum([]byte(src))
 	return script{src: src, sha: hex.EncodeToString(sum[:])}
@@ -24,7 +33,7 @@ func newScript(src string) script {
 // run executes s on the node with the given keys and arguments, laid out
 // as EVALSHA's arguments after the script: numkeys, keys..., args... It
 // returns the script's integer reply.
-func (g *goRedis) run(ctx context.Context, s script, numKeys int, keysAndArgs ...any) (int64, error) {
+func (g *node) run(ctx context.Context, s script, numKeys int, keysAndArgs ...any) (int64, error) {
 	args := make([]any, 0, 3+len(keysAndArgs))
 	args = append(args, "evalsha", s.sha, numKeys)
 	args = append(args, keysAndArgs...)

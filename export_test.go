@@ -1,0 +1,34 @@
+package redlock
+
+// Internals the external tests (package redlock_test) check directly.
+var (
+	Quorum             = quorum
+	DriftFor           = driftFor
+	GateFor            = gateFor
+	DefaultTTL         = defaultTTL
+	DefaultDriftFactor = defaultDriftFactor
+)
+
+// InLine counts l's waiters in line for key.
+func InLine(l Locker, key string) int {
+	ls := linesOf(l)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if q := ls.m[key]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
+}
+
+// Waiting reports whether l has waiters in line for key.
+func Waiting(l Locker, key string) bool { return linesOf(l).waiting(key) }
+
+func linesOf(l Locker) *lines {
+	switch l := l.(type) {
+	case *Single:
+		return l.cfg.lines
+	case *Redlock:
+		return l.cfg.lines
+	}
+	panic("not a locker of this package")
+}
