@@ -64,19 +64,6 @@ func ExampleConfig_Open_disabled() {
 	// <nil> <nil>
 }
 
-func ExampleKeySpace_Write() {
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "550e8400-e29b-41d4-a716-446655440000")
-	fmt.Println(key, err)
-	_, err = redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc:write")
-	fmt.Println(errors.Is(err, redlock.ErrInvalid))
-	key, _ = redlock.KeySpace{Namespace: "shop:locks"}.Write("shop", "order", "42")
-	fmt.Println(key)
-	// Output:
-	// rf:lock:mini-inventory:supplier:550e8400-e29b-41d4-a716-446655440000:write <nil>
-	// true
-	// shop:locks:shop:order:42:write
-}
-
 // Errors and printed Configs are safe to log: the user info of every URL
 // (passwords included) shows as xxxxx.
 func ExampleEnvError() {

@@ -151,7 +151,7 @@ func TestNewRejectsBadPathRecord(t *testing.T) {
 func TestUnlistedMethodsLock(t *testing.T) {
 	srv := miniredis.RunT(t)
 	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	held, err := locker.Lock(t.Context(), key)
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestUnlistedMethodsLock(t *testing.T) {
 func TestWithMethodsIgnoresCase(t *testing.T) {
 	srv := miniredis.RunT(t)
 	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	held, err := locker.Lock(t.Context(), key)
 	require.NoError(t, err)

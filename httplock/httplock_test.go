@@ -207,7 +207,7 @@ func TestDifferentRecordsInParallel(t *testing.T) {
 func TestReadsAndInsertsDoNotLock(t *testing.T) {
 	srv := miniredis.RunT(t)
 	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	held, err := locker.Lock(t.Context(), key)
 	require.NoError(t, err)
@@ -281,7 +281,7 @@ func TestBadRecordID(t *testing.T) {
 func TestLostLockCancelsHandler(t *testing.T) {
 	srv := miniredis.RunT(t)
 	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 
 	entered := make(chan struct{})
@@ -317,7 +317,7 @@ func TestLostLockCancelsHandler(t *testing.T) {
 func TestHandlerLongerThanTTLKeepsLock(t *testing.T) {
 	srv := redistest.Start(t, 1)
 	locker := open(t, redlock.StrategyReject, srv.Addrs()...)
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	g := newGate()
 	ttl := time.Second
@@ -415,7 +415,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		"empty method": func() (*httplock.Middleware, error) { return httplock.New(locker, rf, httplock.WithMethods("PUT", "")) },
 		"nil handler":  func() (*httplock.Middleware, error) { return httplock.New(locker, rf, httplock.WithErrorHandler(nil)) },
 		"bad namespace": func() (*httplock.Middleware, error) {
-			return httplock.New(locker, rf, httplock.WithKeySpace(redlock.KeySpace{Namespace: "a::b"}))
+			return httplock.New(locker, rf, httplock.WithKeySpace(httplock.KeySpace{Namespace: "a::b"}))
 		},
 	}
 	for name, mk := range tests {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/httplock"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -269,7 +270,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// An order locked from outside is refused at once: enabled (file), reject (environment).
-	key, err := redlock.KeySpace{}.Write(project, "order", "77")
+	key, err := httplock.KeySpace{}.Write(project, "order", "77")
 	require.NoError(t, err)
 	srv.Set(key, "someone else")
 	r := post(t, "http://"+addr, "77", 1)

@@ -1,28 +1,31 @@
-package redlock
+package httplock_test
 
 import (
 	"testing"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/httplock"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestKeySpaceWrite(t *testing.T) {
-	k, err := KeySpace{}.Write("mini-inventory", "supplier", "550e8400-e29b-41d4-a716-446655440000")
+	k, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "550e8400-e29b-41d4-a716-446655440000")
 	require.NoError(t, err)
 	assert.Equal(t, "rf:lock:mini-inventory:supplier:550e8400-e29b-41d4-a716-446655440000:write", k)
 
-	k, err = KeySpace{Namespace: "shop:v2:locks"}.Write("shop", "order", "42")
+	k, err = httplock.KeySpace{Namespace: "shop:v2:locks"}.Write("shop", "order", "42")
 	require.NoError(t, err)
 	assert.Equal(t, "shop:v2:locks:shop:order:42:write", k)
 
-	k, err = KeySpace{Namespace: "x"}.Write("p", "e/with/slash", "id {1} with space")
+	k, err = httplock.KeySpace{Namespace: "x"}.Write("p", "e/with/slash", "id {1} with space")
 	require.NoError(t, err)
 	assert.Equal(t, "x:p:e/with/slash:id {1} with space:write", k, "only ':' is reserved")
 
-	a, _ := KeySpace{}.Write("p", "supplier", "abc")
-	b, _ := KeySpace{}.Write("p", "supplier", "xyz")
-	c, _ := KeySpace{}.Write("p", "customer", "abc")
+	a, _ := httplock.KeySpace{}.Write("p", "supplier", "abc")
+	b, _ := httplock.KeySpace{}.Write("p", "supplier", "xyz")
+	c, _ := httplock.KeySpace{}.Write("p", "customer", "abc")
 	assert.NotEqual(t, a, b, "different records, different locks")
 	assert.NotEqual(t, a, c, "same id on another endpoint, different lock")
 }
@@ -44,8 +47,8 @@ func TestKeySpaceRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := KeySpace{Namespace: tt.ns}.Write(tt.project, tt.endp, tt.rec)
-			assert.ErrorIs(t, err, ErrInvalid)
+			k, err := httplock.KeySpace{Namespace: tt.ns}.Write(tt.project, tt.endp, tt.rec)
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
 			assert.Empty(t, k)
 		})
 	}

@@ -1,6 +1,11 @@
-package redlock
+package httplock
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/quorumlock/redlock"
+)
 
 // DefaultKeyNamespace is the prefix of per-record lock keys when
 // KeySpace.Namespace is empty, as in the framework's documented format
@@ -11,7 +16,11 @@ const DefaultKeyNamespace = "rf:lock"
 // or endpoint) is what lets writes to different records run in parallel
 // while writes to one record take turns. The zero KeySpace uses
 // DefaultKeyNamespace; set Namespace to keep two applications that share
-// Redis masters apart.
+// Redis masters apart (see WithKeySpace).
+//
+// The Middleware builds its keys with a KeySpace; use one directly to
+// lock a record outside a request (a batch job, say) under the same key
+// the Middleware takes.
 type KeySpace struct {
 	// Namespace is the key prefix: one or more non-empty segments
 	// separated by ':' (such as "rf:lock"). Empty means
@@ -31,7 +40,7 @@ type KeySpace struct {
 // and project "a" with endpoint "b:c" would share a lock and block each
 // other for no reason, and a record id taken from a URL could reach into
 // another endpoint's keys. Any other byte, including '/', '{' and spaces,
-// is kept as is. A violation returns an error matching ErrInvalid.
+// is kept as is. A violation returns an error matching redlock.ErrInvalid.
 func (k KeySpace) Write(project, endpoint, recordID string) (string, error) {
 	ns := k.Namespace
 	if ns == "" {
@@ -53,4 +62,9 @@ func (k KeySpace) Write(project, endpoint, recordID string) (string, error) {
 		}
 	}
 	return ns + ":" + project + ":" + endpoint + ":" + recordID + ":write", nil
+}
+
+// invalidf returns an error that matches redlock.ErrInvalid.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: httplock: "+format, append([]any{redlock.ErrInvalid}, args...)...)
 }
