@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
 )
 
@@ -21,8 +22,8 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	// In a service: locker, closer, err := redlock.FromEnv(".env")
-	cfg := redlock.Config{Enabled: true, Strategy: redlock.StrategyReject, TTL: redlock.DefaultTTL,
+	// In a service: locker, closer, err := envconfig.Open(".env")
+	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyReject, TTL: envconfig.DefaultTTL,
 		Nodes: []string{"redis://" + srv.Addr()}}
 	locker, closer, err := cfg.Open()
 	if err != nil {

@@ -218,7 +218,7 @@ func WithErrorHandler(h ErrorHandler) Option {
 }
 
 // New returns a Middleware that locks through locker the record that
-// record names. The locker is usually the one redlock.FromEnv returns;
+// record names. The locker is usually the one envconfig.Open returns;
 // when distributed locking is disabled there, every lock is granted and
 // the middleware costs almost nothing. A nil locker or record (PathRecord
 // returns nil for arguments that could never name a record), or a bad

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -154,7 +155,7 @@ func TestRunSerializes(t *testing.T) {
 func TestRunUsesEnvNodes(t *testing.T) {
 	addr, _ := oneMaster(t)
 	env := func(k string) (string, bool) {
-		if k == redlock.EnvNodes {
+		if k == envconfig.VarNodes {
 			return "redis://" + addr, true
 		}
 		return "", false

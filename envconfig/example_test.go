@@ -1,4 +1,4 @@
-package redlock_test
+package envconfig_test
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 	"log"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 )
 
 // An application reads its locker from the environment (and optional .env
 // files) once at start-up, and closes the Redis clients when it stops.
-func ExampleFromEnv() {
-	locker, closer, err := redlock.FromEnv() // or FromEnv(".env"), FromEnv("config/production.env")
+func ExampleOpen() {
+	locker, closer, err := envconfig.Open() // or Open(".env"), Open("config/production.env")
 	if err != nil {
-		log.Fatal(err) // e.g. redlock: invalid LOCK_DISTRIBUTED_TTL="ten": ...
+		log.Fatal(err) // e.g. envconfig: invalid LOCK_DISTRIBUTED_TTL="ten": ...
 	}
 	defer closer.Close()
 
@@ -25,23 +26,23 @@ func ExampleFromEnv() {
 	defer lock.Unlock(context.Background())
 }
 
-// LoadConfig takes any lookup function, so tests and tools never touch
-// the process environment.
-func ExampleLoadConfig() {
+// Load takes any lookup function, so tests and tools never touch the
+// process environment.
+func ExampleLoad() {
 	env := map[string]string{
 		"LOCK_DISTRIBUTED_ENABLED":  "true",
 		"LOCK_DISTRIBUTED_STRATEGY": "reject",
 		"LOCK_DISTRIBUTED_TTL":      "30",
 		"LOCK_DISTRIBUTED_NODES":    "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003",
 	}
-	c, err := redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	c, err := envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	fmt.Println(err)
 	fmt.Println(c.Enabled, c.Strategy, c.TTL, c.Retries, c.RetryDelay, len(c.Nodes))
 
 	env["LOCK_DISTRIBUTED_TTL"] = "10s"
-	_, err = redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	var ee *redlock.EnvError
-	fmt.Println(errors.Is(err, redlock.ErrInvalid), errors.As(err, &ee) && ee.Var == "LOCK_DISTRIBUTED_TTL")
+	_, err = envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	var ee *envconfig.Error
+	fmt.Println(errors.Is(err, redlock.ErrInvalid), errors.As(err, &ee) && ee.Var == envconfig.VarTTL)
 	// Output:
 	// <nil>
 	// true reject 30s 3 100ms 3
@@ -51,7 +52,7 @@ func ExampleLoadConfig() {
 // Disabled (the default), the locker grants every lock without Redis, so
 // the same code runs on a laptop.
 func ExampleConfig_Open_disabled() {
-	c, _ := redlock.LoadConfig(func(string) (string, bool) { return "", false })
+	c, _ := envconfig.Load(func(string) (string, bool) { return "", false })
 	locker, closer, _ := c.Open()
 	defer closer.Close()
 	ctx := context.Background()
@@ -66,15 +67,15 @@ func ExampleConfig_Open_disabled() {
 
 // Errors and printed Configs are safe to log: the user info of every URL
 // (passwords included) shows as xxxxx.
-func ExampleEnvError() {
+func ExampleError() {
 	env := map[string]string{"LOCK_DISTRIBUTED_NODES": "redis://:s3cret@10.0.0.1:6379/db"}
-	_, err := redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	_, err := envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	fmt.Println(err)
 
-	c := redlock.Config{Enabled: true, Strategy: redlock.StrategyRetry, TTL: redlock.DefaultTTL,
+	c := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: envconfig.DefaultTTL,
 		Nodes: []string{"redis://app:s3cret@10.0.0.1:6379", "redis://10.0.0.2:6379"}}
 	fmt.Printf("%+v\n", c)
 	// Output:
-	// redlock: invalid LOCK_DISTRIBUTED_NODES="redis://xxxxx@10.0.0.1:6379/db": "redis://xxxxx@10.0.0.1:6379/db": redis: invalid database number: "db"
+	// envconfig: invalid LOCK_DISTRIBUTED_NODES="redis://xxxxx@10.0.0.1:6379/db": "redis://xxxxx@10.0.0.1:6379/db": redis: invalid database number: "db"
 	// {Enabled:true Strategy:retry TTL:10s Retries:0 RetryDelay:0s Nodes:[redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]}
 }

@@ -1,4 +1,43 @@
-package redlock
+// Package envconfig builds a redlock.Locker from LOCK_DISTRIBUTED_*
+// environment variables and .env files: the configuration conventions of
+// the framework the library was written for, kept apart from the lock
+// algorithm in package redlock.
+//
+// A service reads its locker once at start-up and closes the Redis
+// clients when it stops:
+//
+//	locker, closer, err := envconfig.Open(".env") // environment first, then the file
+//	if err != nil {
+//		log.Fatal(err) // envconfig: invalid LOCK_DISTRIBUTED_TTL="ten": ...
+//	}
+//	defer closer.Close()
+//
+// Open is Lookup, Load and Config.Open in one call; each can be used on
+// its own: Load takes any lookup function, so tests never touch the
+// process environment, and Config.Open takes extra redlock options.
+//
+// # Variables and defaults
+//
+// The variables' names are the Var* constants. An unset variable, or one
+// set to the empty string or to blanks only, takes its default:
+//
+//	LOCK_DISTRIBUTED_ENABLED      false   true/false, 1/0, t/f (strconv.ParseBool)
+//	LOCK_DISTRIBUTED_STRATEGY     retry   retry or reject, any case
+//	LOCK_DISTRIBUTED_TTL          10      seconds, a positive integer (DefaultTTL)
+//	LOCK_DISTRIBUTED_RETRY        3       retries after the first attempt (DefaultRetries)
+//	LOCK_DISTRIBUTED_RETRY_DELAY  100     milliseconds before the first retry, doubled
+//	                                      for each further one (DefaultRetryDelay)
+//	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis:// URLs; required when enabled
+//
+// These defaults are the seed configuration's, defined by this package:
+// they do not follow the defaults of package redlock's own options.
+//
+// # Passwords
+//
+// A node URL may hold a password. Every error of this package, and every
+// way of printing a Config, shows the user info of each URL as xxxxx, so
+// they are safe to log.
+package envconfig
 
 import (
 	"context"
@@ -13,20 +52,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
 )
 
-// The environment variables read by LoadConfig. Their meaning and defaults
+// The environment variables read by Load. Their meaning and defaults
 // follow the framework documentation the library was written for; NODES is
 // this library's addition, since the lock needs to know where Redis is.
 const (
-	EnvEnabled    = "LOCK_DISTRIBUTED_ENABLED"     // true or false; default false
-	EnvStrategy   = "LOCK_DISTRIBUTED_STRATEGY"    // retry or reject; default retry
-	EnvTTL        = "LOCK_DISTRIBUTED_TTL"         // whole seconds; default 10
-	EnvRetry      = "LOCK_DISTRIBUTED_RETRY"       // retries after the first attempt; default 3
-	EnvRetryDelay = "LOCK_DISTRIBUTED_RETRY_DELAY" // milliseconds before the first retry; default 100
-	EnvNodes      = "LOCK_DISTRIBUTED_NODES"       // comma-separated redis:// URLs
+	VarEnabled    = "LOCK_DISTRIBUTED_ENABLED"     // true or false; default false
+	VarStrategy   = "LOCK_DISTRIBUTED_STRATEGY"    // retry or reject; default retry
+	VarTTL        = "LOCK_DISTRIBUTED_TTL"         // whole seconds; default 10
+	VarRetry      = "LOCK_DISTRIBUTED_RETRY"       // retries after the first attempt; default 3
+	VarRetryDelay = "LOCK_DISTRIBUTED_RETRY_DELAY" // milliseconds before the first retry; default 100
+	VarNodes      = "LOCK_DISTRIBUTED_NODES"       // comma-separated redis:// URLs
 )
 
 // Strategy names accepted in Config.Strategy and LOCK_DISTRIBUTED_STRATEGY.
@@ -35,13 +75,22 @@ const (
 	StrategyReject = "reject"
 )
 
+// The values Load gives a Config for the variables that are not set: the
+// seed configuration's TTL of 10 s, and retry waits of 100, 200 and 400 ms.
+const (
+	DefaultTTL        = 10 * time.Second
+	DefaultRetries    = 3
+	DefaultRetryDelay = 100 * time.Millisecond
+)
+
 // Config is a locker described the way an application's deployment
-// describes it: by LOCK_DISTRIBUTED_* variables. LoadConfig fills it from
+// describes it: by LOCK_DISTRIBUTED_* variables. Load fills it from
 // the environment (or any lookup function, so tests never touch the
-// process environment), and Open turns it into a Locker.
+// process environment), and Open turns it into a redlock.Locker.
 //
 // A Config built by hand must set every field a locker needs: Open does
-// not fill in defaults, it refuses a zero TTL or an empty Strategy.
+// not fill in defaults, it refuses a zero TTL or an empty Strategy. The
+// defaults Load uses are DefaultTTL, DefaultRetries and DefaultRetryDelay.
 type Config struct {
 	// Enabled switches distributed locking on. When it is false Open
 	// returns a locker that grants every lock at once without any Redis,
@@ -59,8 +108,8 @@ type Config struct {
 	// RetryDelay·2^i. Ignored by StrategyReject.
 	RetryDelay time.Duration
 	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
-	// in the syntax of redis.ParseURL. One URL gives a Single locker,
-	// several a Redlock over independent masters. Required when Enabled.
+	// in the syntax of redis.ParseURL. One URL gives a redlock.Single,
+	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
 	// A URL may hold a password. Printing a Config (any fmt verb, String,
 	// slog) shows each URL's user info as xxxxx; the field itself is
@@ -89,7 +138,7 @@ func (c Config) String() string { return fmt.Sprint(c) }
 // GoString is String in Go syntax, for %#v.
 func (c Config) GoString() string {
 	r := c.redacted()
-	return fmt.Sprintf("redlock.Config{Enabled:%#v, Strategy:%#v, TTL:%#v, Retries:%#v, RetryDelay:%#v, Nodes:%#v}",
+	return fmt.Sprintf("envconfig.Config{Enabled:%#v, Strategy:%#v, TTL:%#v, Retries:%#v, RetryDelay:%#v, Nodes:%#v}",
 		r.Enabled, r.Strategy, int64(r.TTL), r.Retries, int64(r.RetryDelay), r.Nodes)
 }
 
@@ -120,47 +169,48 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// EnvError reports a malformed configuration variable. It matches
-// ErrInvalid, and also the parse error underneath (such as
+// Error reports a malformed configuration variable. It matches
+// redlock.ErrInvalid, and also the parse error underneath (such as
 // strconv.ErrSyntax) when there is one.
 //
 // It never holds a password: the errors this package returns carry the
 // value with the user info of every URL in it replaced by xxxxx (see
 // Config.Nodes), and an error about a node URL is worded from that masked
 // text, so it is safe to log (log.Fatal(err)) or print with any verb.
-type EnvError struct {
+type Error struct {
 	Var   string // the variable, e.g. "LOCK_DISTRIBUTED_TTL"
 	Value string // its value as found, URL user info masked as xxxxx
 	Err   error  // what is wrong with it
 }
 
-// Error masks URL user info in Value also when the EnvError was built
+// Error masks URL user info in Value also when the Error was built
 // elsewhere.
-func (e *EnvError) Error() string {
-	return fmt.Sprintf("redlock: invalid %s=%q: %v", e.Var, redact.URLs(e.Value), e.Err)
+func (e *Error) Error() string {
+	return fmt.Sprintf("envconfig: invalid %s=%q: %v", e.Var, redact.URLs(e.Value), e.Err)
 }
 
-// Unwrap returns ErrInvalid and the underlying error.
-func (e *EnvError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+// Unwrap returns redlock.ErrInvalid and the underlying error.
+func (e *Error) Unwrap() []error { return []error{redlock.ErrInvalid, e.Err} }
 
-// LoadConfig reads the LOCK_DISTRIBUTED_* variables through lookup (use
-// os.LookupEnv, or EnvLookup to add .env files) and returns the Config
+// invalidf returns an error that matches redlock.ErrInvalid.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: envconfig: "+format, append([]any{redlock.ErrInvalid}, args...)...)
+}
+
+// Load reads the LOCK_DISTRIBUTED_* variables through lookup (use
+// os.LookupEnv, or Lookup to add .env files) and returns the Config
 // they describe. An unset variable, or one set to the empty string or to
-// blanks only, takes its default:
-//
-//	LOCK_DISTRIBUTED_ENABLED      false   true/false, 1/0, t/f (strconv.ParseBool)
-//	LOCK_DISTRIBUTED_STRATEGY     retry   retry or reject, any case
-//	LOCK_DISTRIBUTED_TTL          10      seconds, a positive integer
-//	LOCK_DISTRIBUTED_RETRY        3       a non-negative integer
-//	LOCK_DISTRIBUTED_RETRY_DELAY  100     milliseconds, a non-negative integer
-//	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis URLs
+// blanks only, takes its default (see the table in the package
+// documentation): Enabled false, StrategyRetry, DefaultTTL,
+// DefaultRetries, DefaultRetryDelay and no Nodes. RETRY and RETRY_DELAY
+// are non-negative integers, TTL a positive one.
 //
 // Every variable is checked even when locking is disabled or the strategy
 // ignores it, so a typo is found on the laptop and not in production. A
-// malformed value is an *EnvError naming the variable and the value; it
-// matches ErrInvalid. LOCK_DISTRIBUTED_ENABLED=true without NODES is an
+// malformed value is an *Error naming the variable and the value; it
+// matches redlock.ErrInvalid. LOCK_DISTRIBUTED_ENABLED=true without NODES is an
 // error too.
-func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+func Load(lookup func(string) (string, bool)) (Config, error) {
 	if lookup == nil {
 		return Config{}, invalidf("nil lookup function")
 	}
@@ -176,63 +226,63 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		RetryDelay: DefaultRetryDelay,
 	}
 	bad := func(name, raw string, err error) (Config, error) {
-		return Config{}, &EnvError{Var: name, Value: redact.URLs(raw), Err: err}
+		return Config{}, &Error{Var: name, Value: redact.URLs(raw), Err: err}
 	}
 
-	if raw, v, ok := get(EnvEnabled); ok {
+	if raw, v, ok := get(VarEnabled); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return bad(EnvEnabled, raw, errors.New("want true or false"))
+			return bad(VarEnabled, raw, errors.New("want true or false"))
 		}
 		c.Enabled = b
 	}
-	if raw, v, ok := get(EnvStrategy); ok {
+	if raw, v, ok := get(VarStrategy); ok {
 		switch s := strings.ToLower(v); s {
 		case StrategyRetry, StrategyReject:
 			c.Strategy = s
 		default:
-			return bad(EnvStrategy, raw, errors.New("want retry or reject"))
+			return bad(VarStrategy, raw, errors.New("want retry or reject"))
 		}
 	}
-	if raw, v, ok := get(EnvTTL); ok {
+	if raw, v, ok := get(VarTTL); ok {
 		d, err := parseCount(v, time.Second)
 		if err == nil && d == 0 {
 			err = errors.New("must be positive")
 		}
 		if err != nil {
-			return bad(EnvTTL, raw, err)
+			return bad(VarTTL, raw, err)
 		}
 		c.TTL = d
 	}
-	if raw, v, ok := get(EnvRetry); ok {
+	if raw, v, ok := get(VarRetry); ok {
 		n, err := parseCount(v, 1)
 		if err != nil {
-			return bad(EnvRetry, raw, err)
+			return bad(VarRetry, raw, err)
 		}
 		c.Retries = int(n)
 	}
-	if raw, v, ok := get(EnvRetryDelay); ok {
+	if raw, v, ok := get(VarRetryDelay); ok {
 		d, err := parseCount(v, time.Millisecond)
 		if err != nil {
-			return bad(EnvRetryDelay, raw, err)
+			return bad(VarRetryDelay, raw, err)
 		}
 		c.RetryDelay = d
 	}
-	if raw, v, ok := get(EnvNodes); ok {
+	if raw, v, ok := get(VarNodes); ok {
 		for i, u := range strings.Split(v, ",") {
 			u = strings.TrimSpace(u)
 			if u == "" {
-				return bad(EnvNodes, raw, errors.New("empty URL in the list"))
+				return bad(VarNodes, raw, errors.New("empty URL in the list"))
 			}
 			if _, err := redis.ParseURL(u); err != nil {
-				return bad(EnvNodes, raw, nodeURLError(v, i, err))
+				return bad(VarNodes, raw, nodeURLError(v, i, err))
 			}
 			c.Nodes = append(c.Nodes, u)
 		}
 	}
 	if c.Enabled && len(c.Nodes) == 0 {
-		raw, _ := lookup(EnvNodes)
-		return bad(EnvNodes, raw, fmt.Errorf("required when %s is true", EnvEnabled))
+		raw, _ := lookup(VarNodes)
+		return bad(VarNodes, raw, fmt.Errorf("required when %s is true", VarEnabled))
 	}
 	return c, nil
 }
@@ -273,7 +323,7 @@ func parseCount(s string, unit time.Duration) (time.Duration, error) {
 	n, err := strconv.ParseUint(s, 10, 63)
 	if ne := (*strconv.NumError)(nil); errors.As(err, &ne) {
 		// ne.Err (ErrSyntax, ErrRange) only: ne quotes the value, which the
-		// EnvError shows already, masked.
+		// Error shows already, masked.
 		err = ne.Err
 	}
 	if err != nil {
@@ -289,13 +339,13 @@ func parseCount(s string, unit time.Duration) (time.Duration, error) {
 // strategy (Reject for StrategyReject, Retry(Retries, RetryDelay)
 // otherwise). Use them to build a locker over Backends of your own; the
 // locker's constructor then reports a bad TTL, retry count or delay as
-// ErrInvalid. Open also checks Strategy itself.
-func (c Config) Options() []Option {
-	var s Strategy = Retry(c.Retries, c.RetryDelay)
+// redlock.ErrInvalid. Open also checks Strategy itself.
+func (c Config) Options() []redlock.Option {
+	s := redlock.Retry(c.Retries, c.RetryDelay)
 	if c.Strategy == StrategyReject {
-		s = Reject()
+		s = redlock.Reject()
 	}
-	return []Option{WithTTL(c.TTL), WithStrategy(s)}
+	return []redlock.Option{redlock.WithTTL(c.TTL), redlock.WithStrategy(s)}
 }
 
 func (c Config) validate() error {
@@ -305,32 +355,35 @@ func (c Config) validate() error {
 	if c.Enabled && len(c.Nodes) == 0 {
 		return invalidf("Config.Nodes: required when Enabled")
 	}
-	probe := defaultConfig().with(c.Options())
-	return probe.validate() // TTL, retries and delay, as Lock would check them
+	// TTL, retries and delay, as Lock would check them: building a locker
+	// checks its options, and has no other effect.
+	_, err := redlock.NewSingle(&alwaysGrant{}, c.Options()...)
+	return err
 }
 
 // Open returns the Locker the Config describes, and a Closer that closes
 // the Redis clients it created (call it when the application stops; it is
 // safe to call more than once). opts are appended after the Config's own
-// options, so they can add to them (WithNodeTimeout, for instance) or
-// override them.
+// options, so they can add to them (redlock.WithNodeTimeout, for
+// instance) or override them.
 //
-// Enabled with one node gives a *Single, with several a *Redlock; each
+// Enabled with one node gives a *redlock.Single, with several a
+// *redlock.Redlock; each
 // client is made from its URL with redis.ParseURL and
 // ContextTimeoutEnabled set, as the lockers require. Disabled gives a
-// *Single over an in-process backend that grants every lock at once,
+// *redlock.Single over an in-process backend that grants every lock at once,
 // even one already held: the application's locking code runs unchanged,
 // without mutual exclusion and without Redis.
 //
 // Open does not contact Redis: an unreachable node shows up on the first
-// Lock as ErrUnavailable, not here.
-func (c Config) Open(opts ...Option) (Locker, io.Closer, error) {
+// Lock as redlock.ErrUnavailable, not here.
+func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) {
 	if err := c.validate(); err != nil {
 		return nil, nil, err
 	}
 	opts = append(c.Options(), opts...)
 	if !c.Enabled {
-		s, err := NewSingle(&alwaysGrant{}, opts...)
+		s, err := redlock.NewSingle(&alwaysGrant{}, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -344,26 +397,31 @@ func (c Config) Open(opts ...Option) (Locker, io.Closer, error) {
 		}
 		return errors.Join(errs...)
 	}
-	nodes := make([]Backend, 0, len(c.Nodes))
+	nodes := make([]redlock.Backend, 0, len(c.Nodes))
 	for _, u := range c.Nodes {
 		o, err := redis.ParseURL(u)
 		if err != nil {
 			closeAll()
-			return nil, nil, &EnvError{Var: EnvNodes, Value: redact.URLs(u), Err: nodeURLError(u, 0, err)}
+			return nil, nil, &Error{Var: VarNodes, Value: redact.URLs(u), Err: nodeURLError(u, 0, err)}
 		}
 		o.ContextTimeoutEnabled = true
 		cl := redis.NewClient(o)
 		clients = append(clients, cl)
-		nodes = append(nodes, NewBackend(cl))
+		b, err := newNode(cl)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		nodes = append(nodes, b)
 	}
 	var (
-		l   Locker
+		l   redlock.Locker
 		err error
 	)
 	if len(nodes) == 1 {
-		l, err = NewSingle(nodes[0], opts...)
+		l, err = redlock.NewSingle(nodes[0], opts...)
 	} else {
-		l, err = New(nodes, opts...)
+		l, err = redlock.New(nodes, opts...)
 	}
 	if err != nil {
 		closeAll()
@@ -377,15 +435,19 @@ func (c Config) Open(opts ...Option) (Locker, io.Closer, error) {
 	}), nil
 }
 
-// FromEnv is LoadConfig and Open in one call, reading the process
+// newNode is the one place where a Redis client becomes a Backend, through
+// the go-redis adapter.
+func newNode(c *redis.Client) (redlock.Backend, error) { return redlock.NewBackend(c), nil }
+
+// Open is Load and Config.Open in one call, reading the process
 // environment and then, for variables it does not set, the given .env
-// files (see EnvLookup).
-func FromEnv(dotenv ...string) (Locker, io.Closer, error) {
-	lookup, err := EnvLookup(dotenv...)
+// files (see Lookup).
+func Open(dotenv ...string) (redlock.Locker, io.Closer, error) {
+	lookup, err := Lookup(dotenv...)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := LoadConfig(lookup)
+	c, err := Load(lookup)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -405,7 +467,7 @@ type alwaysGrant struct {
 	fence atomic.Int64
 }
 
-var _ Fencer = (*alwaysGrant)(nil)
+var _ redlock.Fencer = (*alwaysGrant)(nil)
 
 func (*alwaysGrant) Name() string { return "disabled" }
 

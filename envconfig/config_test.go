@@ -1,4 +1,4 @@
-package redlock
+package envconfig
 
 import (
 	"bytes"
@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redistest"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,47 +31,47 @@ func vars(m map[string]string) func(string) (string, bool) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := LoadConfig(vars(nil))
+	c, err := Load(vars(nil))
 	require.NoError(t, err)
 	assert.Equal(t, Config{Strategy: "retry", TTL: 10 * time.Second, Retries: 3, RetryDelay: 100 * time.Millisecond}, c)
 
 	// Blank values count as unset.
-	c2, err := LoadConfig(vars(map[string]string{EnvEnabled: "", EnvTTL: "  ", EnvStrategy: "", EnvNodes: ""}))
+	c2, err := Load(vars(map[string]string{VarEnabled: "", VarTTL: "  ", VarStrategy: "", VarNodes: ""}))
 	require.NoError(t, err)
 	assert.Equal(t, c, c2)
 }
 
 func TestConfigEachVariable(t *testing.T) {
-	def, err := LoadConfig(vars(nil))
+	def, err := Load(vars(nil))
 	require.NoError(t, err)
 	tests := []struct {
 		env  map[string]string
 		edit func(*Config)
 	}{
-		{map[string]string{EnvEnabled: "false"}, func(c *Config) {}},
-		{map[string]string{EnvEnabled: "TRUE", EnvNodes: "redis://127.0.0.1:6379"},
+		{map[string]string{VarEnabled: "false"}, func(c *Config) {}},
+		{map[string]string{VarEnabled: "TRUE", VarNodes: "redis://127.0.0.1:6379"},
 			func(c *Config) { c.Enabled = true; c.Nodes = []string{"redis://127.0.0.1:6379"} }},
-		{map[string]string{EnvEnabled: "1", EnvNodes: " redis://127.0.0.1:7001/0 , redis://:secret@127.0.0.1:7002,rediss://127.0.0.1:7003 "},
+		{map[string]string{VarEnabled: "1", VarNodes: " redis://127.0.0.1:7001/0 , redis://:secret@127.0.0.1:7002,rediss://127.0.0.1:7003 "},
 			func(c *Config) {
 				c.Enabled = true
 				c.Nodes = []string{"redis://127.0.0.1:7001/0", "redis://:secret@127.0.0.1:7002", "rediss://127.0.0.1:7003"}
 			}},
-		{map[string]string{EnvNodes: "redis://127.0.0.1:6379"}, // nodes may be listed while disabled
+		{map[string]string{VarNodes: "redis://127.0.0.1:6379"}, // nodes may be listed while disabled
 			func(c *Config) { c.Nodes = []string{"redis://127.0.0.1:6379"} }},
-		{map[string]string{EnvStrategy: "reject"}, func(c *Config) { c.Strategy = StrategyReject }},
-		{map[string]string{EnvStrategy: " Retry "}, func(c *Config) { c.Strategy = StrategyRetry }},
-		{map[string]string{EnvTTL: "30"}, func(c *Config) { c.TTL = 30 * time.Second }},
-		{map[string]string{EnvTTL: "1"}, func(c *Config) { c.TTL = time.Second }},
-		{map[string]string{EnvRetry: "0"}, func(c *Config) { c.Retries = 0 }},
-		{map[string]string{EnvRetry: "7"}, func(c *Config) { c.Retries = 7 }},
-		{map[string]string{EnvRetryDelay: "0"}, func(c *Config) { c.RetryDelay = 0 }},
-		{map[string]string{EnvRetryDelay: "250"}, func(c *Config) { c.RetryDelay = 250 * time.Millisecond }},
+		{map[string]string{VarStrategy: "reject"}, func(c *Config) { c.Strategy = StrategyReject }},
+		{map[string]string{VarStrategy: " Retry "}, func(c *Config) { c.Strategy = StrategyRetry }},
+		{map[string]string{VarTTL: "30"}, func(c *Config) { c.TTL = 30 * time.Second }},
+		{map[string]string{VarTTL: "1"}, func(c *Config) { c.TTL = time.Second }},
+		{map[string]string{VarRetry: "0"}, func(c *Config) { c.Retries = 0 }},
+		{map[string]string{VarRetry: "7"}, func(c *Config) { c.Retries = 7 }},
+		{map[string]string{VarRetryDelay: "0"}, func(c *Config) { c.RetryDelay = 0 }},
+		{map[string]string{VarRetryDelay: "250"}, func(c *Config) { c.RetryDelay = 250 * time.Millisecond }},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
 			want := def
 			tt.edit(&want)
-			got, err := LoadConfig(vars(tt.env))
+			got, err := Load(vars(tt.env))
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 		})
@@ -79,37 +80,37 @@ func TestConfigEachVariable(t *testing.T) {
 
 func TestConfigMalformed(t *testing.T) {
 	tests := []struct{ name, value string }{
-		{EnvEnabled, "yes"},
-		{EnvEnabled, "on"},
-		{EnvEnabled, "2"},
-		{EnvStrategy, "wait"},
-		{EnvStrategy, "retry,reject"},
-		{EnvTTL, "ten"},
-		{EnvTTL, "10s"},
-		{EnvTTL, "1.5"},
-		{EnvTTL, "0"},
-		{EnvTTL, "-5"},
-		{EnvTTL, "+5"},
-		{EnvTTL, "99999999999999999999"},
-		{EnvTTL, "9300000000"}, // overflows a time.Duration in seconds
-		{EnvRetry, "-1"},
-		{EnvRetry, "three"},
-		{EnvRetry, "3.0"},
-		{EnvRetryDelay, "-100"},
-		{EnvRetryDelay, "100ms"},
-		{EnvRetryDelay, "0x10"},
-		{EnvNodes, "127.0.0.1:6379"},            // no scheme
-		{EnvNodes, "http://127.0.0.1:6379"},     // wrong scheme
-		{EnvNodes, "redis://127.0.0.1:6379/db"}, // bad database number
-		{EnvNodes, "redis://127.0.0.1:6379,,redis://127.0.0.1:6380"},
-		{EnvNodes, "redis://127.0.0.1:6379,"},
+		{VarEnabled, "yes"},
+		{VarEnabled, "on"},
+		{VarEnabled, "2"},
+		{VarStrategy, "wait"},
+		{VarStrategy, "retry,reject"},
+		{VarTTL, "ten"},
+		{VarTTL, "10s"},
+		{VarTTL, "1.5"},
+		{VarTTL, "0"},
+		{VarTTL, "-5"},
+		{VarTTL, "+5"},
+		{VarTTL, "99999999999999999999"},
+		{VarTTL, "9300000000"}, // overflows a time.Duration in seconds
+		{VarRetry, "-1"},
+		{VarRetry, "three"},
+		{VarRetry, "3.0"},
+		{VarRetryDelay, "-100"},
+		{VarRetryDelay, "100ms"},
+		{VarRetryDelay, "0x10"},
+		{VarNodes, "127.0.0.1:6379"},            // no scheme
+		{VarNodes, "http://127.0.0.1:6379"},     // wrong scheme
+		{VarNodes, "redis://127.0.0.1:6379/db"}, // bad database number
+		{VarNodes, "redis://127.0.0.1:6379,,redis://127.0.0.1:6380"},
+		{VarNodes, "redis://127.0.0.1:6379,"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
-			_, err := LoadConfig(vars(map[string]string{tt.name: tt.value}))
+			_, err := Load(vars(map[string]string{tt.name: tt.value}))
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInvalid)
-			var ee *EnvError
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
+			var ee *Error
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, tt.name, ee.Var)
 			assert.Equal(t, tt.value, ee.Value)
@@ -119,20 +120,20 @@ func TestConfigMalformed(t *testing.T) {
 	}
 
 	t.Run("enabled without nodes", func(t *testing.T) {
-		_, err := LoadConfig(vars(map[string]string{EnvEnabled: "true"}))
-		assert.ErrorIs(t, err, ErrInvalid)
-		var ee *EnvError
+		_, err := Load(vars(map[string]string{VarEnabled: "true"}))
+		assert.ErrorIs(t, err, redlock.ErrInvalid)
+		var ee *Error
 		require.ErrorAs(t, err, &ee)
-		assert.Equal(t, EnvNodes, ee.Var)
-		assert.Contains(t, err.Error(), EnvEnabled)
+		assert.Equal(t, VarNodes, ee.Var)
+		assert.Contains(t, err.Error(), VarEnabled)
 	})
 	t.Run("parse error is reachable", func(t *testing.T) {
-		_, err := LoadConfig(vars(map[string]string{EnvTTL: "ten"}))
+		_, err := Load(vars(map[string]string{VarTTL: "ten"}))
 		assert.ErrorIs(t, err, strconv.ErrSyntax)
 	})
 	t.Run("nil lookup", func(t *testing.T) {
-		_, err := LoadConfig(nil)
-		assert.ErrorIs(t, err, ErrInvalid)
+		_, err := Load(nil)
+		assert.ErrorIs(t, err, redlock.ErrInvalid)
 	})
 }
 
@@ -156,7 +157,7 @@ func TestConfigOpenRejectsBadConfig(t *testing.T) {
 			c := good
 			edit(&c)
 			l, closer, err := c.Open()
-			assert.ErrorIs(t, err, ErrInvalid)
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
 			assert.Nil(t, l)
 			assert.Nil(t, closer)
 		})
@@ -169,15 +170,15 @@ func TestConfigOpenRejectsBadConfig(t *testing.T) {
 // A disabled configuration needs no Redis and grants every lock, even
 // many at once on one key: the application runs unchanged.
 func TestConfigDisabledGrantsEverything(t *testing.T) {
-	c, err := LoadConfig(vars(map[string]string{EnvStrategy: "reject"}))
+	c, err := Load(vars(map[string]string{VarStrategy: "reject"}))
 	require.NoError(t, err)
 	l, closer, err := c.Open()
 	require.NoError(t, err)
 	defer closer.Close()
-	assert.IsType(t, &Single{}, l)
+	assert.IsType(t, &redlock.Single{}, l)
 
 	const n = 20
-	locks := make([]*Lock, n)
+	locks := make([]*redlock.Lock, n)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -192,7 +193,7 @@ func TestConfigDisabledGrantsEverything(t *testing.T) {
 		require.NoError(t, lk.Extend(t.Context(), 2*time.Second))
 		require.NoError(t, lk.Unlock(t.Context()))
 	}
-	assert.ErrorIs(t, locks[0].Unlock(t.Context()), ErrNotHeld, "a Lock is still released only once")
+	assert.ErrorIs(t, locks[0].Unlock(t.Context()), redlock.ErrNotHeld, "a Lock is still released only once")
 	require.NoError(t, closer.Close())
 	require.NoError(t, closer.Close(), "Close is idempotent")
 }
@@ -231,7 +232,7 @@ func TestConfigDisabledDo(t *testing.T) {
 // Code written WithFencing runs unchanged on a disabled locker: tokens
 // are issued, and increase.
 func TestConfigDisabledFencing(t *testing.T) {
-	l, closer, err := Config{Strategy: StrategyRetry, TTL: time.Second}.Open(WithFencing())
+	l, closer, err := Config{Strategy: StrategyRetry, TTL: time.Second}.Open(redlock.WithFencing())
 	require.NoError(t, err)
 	defer closer.Close()
 	var last int64
@@ -248,34 +249,34 @@ func TestConfigDisabledFencing(t *testing.T) {
 // retry, the waits are RETRY_DELAY·2^i for RETRY retries, then ErrTimeout;
 // under reject, one attempt whatever RETRY says.
 func TestConfigStrategyReachesLocker(t *testing.T) {
-	ms, _ := minis(t, 1)
-	node := "redis://" + ms[0].Addr()
-	ms[0].Set("k", "someone else")
+	srv := miniredis.RunT(t)
+	node := "redis://" + srv.Addr()
+	srv.Set("k", "someone else")
 
 	clk := newFakeClock()
-	c, err := LoadConfig(vars(map[string]string{EnvEnabled: "true", EnvNodes: node, EnvRetry: "4", EnvRetryDelay: "30", EnvTTL: "7"}))
+	c, err := Load(vars(map[string]string{VarEnabled: "true", VarNodes: node, VarRetry: "4", VarRetryDelay: "30", VarTTL: "7"}))
 	require.NoError(t, err)
-	l, closer, err := c.Open(WithClock(clk))
+	l, closer, err := c.Open(redlock.WithClock(clk))
 	require.NoError(t, err)
 	defer closer.Close()
 	_, err = l.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrTimeout)
+	assert.ErrorIs(t, err, redlock.ErrTimeout)
 	assert.Equal(t, []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 240 * time.Millisecond}, clk.Delays())
 
 	lk, err := l.Lock(t.Context(), "other")
 	require.NoError(t, err)
-	assert.Equal(t, 7*time.Second, ms[0].TTL("other"), "TTL is in seconds")
+	assert.Equal(t, 7*time.Second, srv.TTL("other"), "TTL is in seconds")
 	require.NoError(t, lk.Unlock(t.Context()))
 
 	clk = newFakeClock()
-	c, err = LoadConfig(vars(map[string]string{EnvEnabled: "true", EnvNodes: node, EnvStrategy: "reject", EnvRetry: "4"}))
+	c, err = Load(vars(map[string]string{VarEnabled: "true", VarNodes: node, VarStrategy: "reject", VarRetry: "4"}))
 	require.NoError(t, err)
-	l, closer2, err := c.Open(WithClock(clk))
+	l, closer2, err := c.Open(redlock.WithClock(clk))
 	require.NoError(t, err)
 	defer closer2.Close()
 	_, err = l.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrNotAcquired)
-	assert.NotErrorIs(t, err, ErrTimeout, "reject makes one attempt")
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.NotErrorIs(t, err, redlock.ErrTimeout, "reject makes one attempt")
 	assert.Empty(t, clk.Delays())
 }
 
@@ -285,28 +286,28 @@ func TestConfigStrategyReachesLocker(t *testing.T) {
 func TestConfigEnabledRealNodes(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
-			_, bs := realNodes(t, n)
+			addrs := redistest.Start(t, n).Addrs()
 			urls := make([]string, n)
-			for i, b := range bs {
-				urls[i] = "redis://" + b.Name()
+			for i, a := range addrs {
+				urls[i] = "redis://" + a
 			}
-			c, err := LoadConfig(vars(map[string]string{
-				EnvEnabled: "true", EnvStrategy: "reject", EnvTTL: "5",
-				EnvNodes: strings.Join(urls, ","),
+			c, err := Load(vars(map[string]string{
+				VarEnabled: "true", VarStrategy: "reject", VarTTL: "5",
+				VarNodes: strings.Join(urls, ","),
 			}))
 			require.NoError(t, err)
 			l, closer, err := c.Open()
 			require.NoError(t, err)
 			if n == 1 {
-				assert.IsType(t, &Single{}, l)
+				assert.IsType(t, &redlock.Single{}, l)
 			} else {
-				assert.IsType(t, &Redlock{}, l)
+				assert.IsType(t, &redlock.Redlock{}, l)
 			}
 
 			first, err := l.Lock(t.Context(), "order:1")
 			require.NoError(t, err)
 			_, err = l.Lock(t.Context(), "order:1")
-			assert.ErrorIs(t, err, ErrNotAcquired)
+			assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 			other, err := l.Lock(t.Context(), "order:2")
 			require.NoError(t, err)
 			require.NoError(t, first.Unlock(t.Context()))
@@ -315,16 +316,16 @@ func TestConfigEnabledRealNodes(t *testing.T) {
 			// The key really is on every node, with the configured TTL.
 			again, err := l.Lock(t.Context(), "order:1")
 			require.NoError(t, err)
-			for _, b := range bs {
-				ttl := client(t, b.Name()).PTTL(t.Context(), "order:1").Val()
-				assert.True(t, ttl > 4*time.Second && ttl <= 5*time.Second, "TTL on %s: %v", b.Name(), ttl)
+			for _, a := range addrs {
+				ttl := client(t, a).PTTL(t.Context(), "order:1").Val()
+				assert.True(t, ttl > 4*time.Second && ttl <= 5*time.Second, "TTL on %s: %v", a, ttl)
 			}
 			require.NoError(t, again.Unlock(t.Context()))
 
 			require.NoError(t, closer.Close())
 			_, err = l.Lock(t.Context(), "order:3")
-			assert.ErrorIs(t, err, ErrUnavailable, "closed clients cannot answer")
-			assert.False(t, errors.Is(err, ErrNotAcquired))
+			assert.ErrorIs(t, err, redlock.ErrUnavailable, "closed clients cannot answer")
+			assert.False(t, errors.Is(err, redlock.ErrNotAcquired))
 		})
 	}
 }
@@ -391,13 +392,13 @@ func TestConfigErrorsHidePasswords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadConfig(vars(map[string]string{EnvEnabled: "true", EnvNodes: tt.value}))
+			_, err := Load(vars(map[string]string{VarEnabled: "true", VarNodes: tt.value}))
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInvalid)
-			var ee *EnvError
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
+			var ee *Error
 			require.ErrorAs(t, err, &ee)
-			assert.Equal(t, EnvNodes, ee.Var)
-			assert.Contains(t, err.Error(), EnvNodes)
+			assert.Equal(t, VarNodes, ee.Var)
+			assert.Contains(t, err.Error(), VarNodes)
 			assert.Contains(t, err.Error(), tt.shows)
 			assertNoSecret(t, err, "pa55", "w0rd", "alice")
 			assertNoSecret(t, ee.Value, "pa55", "w0rd", "alice")
@@ -405,15 +406,15 @@ func TestConfigErrorsHidePasswords(t *testing.T) {
 	}
 
 	// A URL put into the wrong variable by mistake is masked too.
-	_, err := LoadConfig(vars(map[string]string{EnvTTL: "redis://:" + secret + "@127.0.0.1:6379"}))
-	require.ErrorIs(t, err, ErrInvalid)
-	assert.Contains(t, err.Error(), EnvTTL)
+	_, err := Load(vars(map[string]string{VarTTL: "redis://:" + secret + "@127.0.0.1:6379"}))
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	assert.Contains(t, err.Error(), VarTTL)
 	assertNoSecret(t, err)
 
 	// Config.Open checks the URLs of a Config built by hand the same way.
 	for _, u := range []string{"redis://:" + secret + "@127.0.0.1:6379", "redis://:" + url.PathEscape(secret) + "@127.0.0.1:6379/db"} {
 		_, _, err = Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second, Nodes: []string{u}}.Open()
-		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorIs(t, err, redlock.ErrInvalid)
 		assert.Contains(t, err.Error(), "xxxxx@127.0.0.1:6379")
 		assertNoSecret(t, err)
 	}
@@ -433,7 +434,7 @@ func TestConfigPrintingHidesPasswords(t *testing.T) {
 	assert.Equal(t, "{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]}", fmt.Sprint(c))
 	assert.Equal(t, "{Enabled:true Strategy:retry TTL:10s Retries:3 RetryDelay:100ms "+
 		"Nodes:[redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]}", fmt.Sprintf("%+v", c))
-	assert.Equal(t, `redlock.Config{Enabled:true, Strategy:"retry", TTL:10000000000, Retries:3, RetryDelay:100000000, `+
+	assert.Equal(t, `envconfig.Config{Enabled:true, Strategy:"retry", TTL:10000000000, Retries:3, RetryDelay:100000000, `+
 		`Nodes:[]string{"redis://xxxxx@10.0.0.1:6379/0", "redis://xxxxx@10.0.0.2:6379", "redis://10.0.0.3:6379"}}`, fmt.Sprintf("%#v", c))
 	var logs bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("lock config", "config", c)
@@ -452,9 +453,9 @@ func TestNodeErrorsHidePasswords(t *testing.T) {
 	enc := url.UserPassword("alice", secret).String()
 	var logs bytes.Buffer
 	var mu sync.Mutex
-	var events []Event
-	logger := SlogObserver(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	obs := ObserverFunc(func(e Event) {
+	var events []redlock.Event
+	logger := redlock.SlogObserver(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, e)
@@ -463,10 +464,10 @@ func TestNodeErrorsHidePasswords(t *testing.T) {
 	for i, a := range addrs {
 		cfg := Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second,
 			Nodes: []string{"redis://:" + url.PathEscape(secret) + "@" + a + "/1", "redis://" + enc + "@" + a}[i : i+1]}
-		l, closer, err := cfg.Open(WithObserver(obs))
+		l, closer, err := cfg.Open(redlock.WithObserver(obs))
 		require.NoError(t, err)
 		_, err = l.Lock(t.Context(), "k")
-		assert.ErrorIs(t, err, ErrUnavailable, "the password is refused")
+		assert.ErrorIs(t, err, redlock.ErrUnavailable, "the password is refused")
 		assert.Contains(t, err.Error(), a, "the node is named by its address")
 		assertNoSecret(t, err, "pa55", "w0rd", "alice")
 		require.NoError(t, closer.Close())

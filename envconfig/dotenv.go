@@ -1,4 +1,4 @@
-package redlock
+package envconfig
 
 import (
 	"bufio"
@@ -8,21 +8,21 @@ import (
 	"strings"
 )
 
-// EnvLookup returns a lookup function for LoadConfig that reads the
+// Lookup returns a lookup function for Load that reads the
 // process environment first and, for a variable it does not set, the
 // .env files in the order given (the first file that sets it wins).
 // Real environment variables therefore override the files, which is how
 // a deployment overrides a checked-in default. A variable set to the
-// empty string counts as unset, here as in LoadConfig.
+// empty string counts as unset, here as in Load.
 //
 // Every file must exist and parse (see ParseDotEnv); an error names the
 // file and, for a syntax error, the line. Files are read once, now.
-func EnvLookup(dotenv ...string) (func(string) (string, bool), error) {
+func Lookup(dotenv ...string) (func(string) (string, bool), error) {
 	files := make([]map[string]string, 0, len(dotenv))
 	for _, path := range dotenv {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("redlock: .env file: %w", err)
+			return nil, fmt.Errorf("envconfig: .env file: %w", err)
 		}
 		vars, err := ParseDotEnv(f)
 		f.Close()
@@ -60,10 +60,10 @@ func EnvLookup(dotenv ...string) (func(string) (string, bool), error) {
 // line for the same key replaces an earlier one.
 //
 // A line that is none of these (no '=', a bad key, an unterminated
-// quote, text after the closing quote) is an error matching ErrInvalid
-// that names the line number and what is wrong, and quotes nothing of the
-// line but a valid variable name: a .env file holds passwords, and a
-// malformed line may be one.
+// quote, text after the closing quote) is an error matching
+// redlock.ErrInvalid that names the line number and what is wrong, and
+// quotes nothing of the line but a valid variable name: a .env file holds
+// passwords, and a malformed line may be one.
 func ParseDotEnv(r io.Reader) (map[string]string, error) {
 	vars := make(map[string]string)
 	sc := bufio.NewScanner(r)
@@ -90,7 +90,7 @@ func ParseDotEnv(r io.Reader) (map[string]string, error) {
 		vars[key] = value
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("redlock: reading .env: %w", err)
+		return nil, fmt.Errorf("envconfig: reading .env: %w", err)
 	}
 	return vars, nil
 }

@@ -1,4 +1,4 @@
-package redlock
+package envconfig
 
 import (
 	"io/fs"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -60,7 +62,7 @@ func TestDotEnvMalformed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseDotEnv(strings.NewReader(file))
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInvalid)
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
 			assert.Contains(t, err.Error(), "line 2")
 		})
 	}
@@ -78,13 +80,13 @@ func writeFile(t *testing.T, name, content string) string {
 func TestDotEnvPrecedence(t *testing.T) {
 	first := writeFile(t, "first.env", "LOCK_DISTRIBUTED_TTL=20\nLOCK_DISTRIBUTED_RETRY=5\nLOCK_DISTRIBUTED_STRATEGY=reject\n")
 	second := writeFile(t, "second.env", "LOCK_DISTRIBUTED_TTL=30\nLOCK_DISTRIBUTED_RETRY_DELAY=50\nLOCK_DISTRIBUTED_RETRY=9\n")
-	t.Setenv(EnvRetry, "7")
-	t.Setenv(EnvStrategy, "") // set but empty: counts as unset, the file decides
-	t.Setenv(EnvTTL, "  ")
+	t.Setenv(VarRetry, "7")
+	t.Setenv(VarStrategy, "") // set but empty: counts as unset, the file decides
+	t.Setenv(VarTTL, "  ")
 
-	lookup, err := EnvLookup(first, second)
+	lookup, err := Lookup(first, second)
 	require.NoError(t, err)
-	c, err := LoadConfig(lookup)
+	c, err := Load(lookup)
 	require.NoError(t, err)
 	assert.Equal(t, 7, c.Retries, "the environment wins over both files")
 	assert.Equal(t, StrategyReject, c.Strategy, "an empty environment variable does not hide the file")
@@ -92,45 +94,45 @@ func TestDotEnvPrecedence(t *testing.T) {
 	assert.Equal(t, 50*1e6, float64(c.RetryDelay), "the second file fills what the first does not set")
 	assert.False(t, c.Enabled, "defaults remain for what nobody sets")
 
-	t.Setenv(EnvTTL, "3")
-	c, err = LoadConfig(lookup)
+	t.Setenv(VarTTL, "3")
+	c, err = Load(lookup)
 	require.NoError(t, err)
 	assert.Equal(t, 3*1e9, float64(c.TTL), "the environment is read at lookup time")
 }
 
 func TestDotEnvErrors(t *testing.T) {
-	_, err := EnvLookup(filepath.Join(t.TempDir(), "missing.env"))
+	_, err := Lookup(filepath.Join(t.TempDir(), "missing.env"))
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 
 	bad := writeFile(t, "bad.env", "# ok\nLOCK_DISTRIBUTED_TTL\n")
-	_, err = EnvLookup(bad)
-	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = Lookup(bad)
+	assert.ErrorIs(t, err, redlock.ErrInvalid)
 	assert.Contains(t, err.Error(), bad)
 	assert.Contains(t, err.Error(), "line 2")
 
 	// A malformed value in a file is reported like one in the environment.
 	malformed := writeFile(t, "malformed.env", "LOCK_DISTRIBUTED_TTL=ten\n")
-	_, _, err = FromEnv(malformed)
-	var ee *EnvError
+	_, _, err = Open(malformed)
+	var ee *Error
 	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, EnvTTL, ee.Var)
+	assert.Equal(t, VarTTL, ee.Var)
 	assert.Equal(t, "ten", ee.Value)
 }
 
 func TestDotEnvFromEnv(t *testing.T) {
-	ms, _ := minis(t, 1)
-	p := writeFile(t, ".env", "export LOCK_DISTRIBUTED_ENABLED=true\nLOCK_DISTRIBUTED_STRATEGY=reject\nLOCK_DISTRIBUTED_NODES=redis://"+ms[0].Addr()+"\n")
-	l, closer, err := FromEnv(p)
+	srv := miniredis.RunT(t)
+	p := writeFile(t, ".env", "export LOCK_DISTRIBUTED_ENABLED=true\nLOCK_DISTRIBUTED_STRATEGY=reject\nLOCK_DISTRIBUTED_NODES=redis://"+srv.Addr()+"\n")
+	l, closer, err := Open(p)
 	require.NoError(t, err)
 	defer closer.Close()
 	lk, err := l.Lock(t.Context(), "k")
 	require.NoError(t, err)
 	_, err = l.Lock(t.Context(), "k")
-	assert.ErrorIs(t, err, ErrNotAcquired, "enabled by the file: a real lock on the file's node")
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired, "enabled by the file: a real lock on the file's node")
 	require.NoError(t, lk.Unlock(t.Context()))
 
-	t.Setenv(EnvEnabled, "false")
-	l, closer2, err := FromEnv(p)
+	t.Setenv(VarEnabled, "false")
+	l, closer2, err := Open(p)
 	require.NoError(t, err)
 	defer closer2.Close()
 	a, err := l.Lock(t.Context(), "k")
@@ -155,13 +157,13 @@ func TestDotEnvErrorsHidePasswords(t *testing.T) {
 	for name, file := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseDotEnv(strings.NewReader(file))
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, redlock.ErrInvalid)
 			assert.Contains(t, err.Error(), "line 2")
 			assertNoSecret(t, err)
 
 			p := writeFile(t, "secret.env", file)
-			_, err = EnvLookup(p)
-			require.ErrorIs(t, err, ErrInvalid)
+			_, err = Lookup(p)
+			require.ErrorIs(t, err, redlock.ErrInvalid)
 			assert.Contains(t, err.Error(), p)
 			assertNoSecret(t, err)
 		})
