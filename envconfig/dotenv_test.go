@@ -119,7 +119,7 @@ func TestDotEnvErrors(t *testing.T) {
 	assert.Equal(t, "ten", ee.Value)
 }
 
-func TestDotEnvFromEnv(t *testing.T) {
+func TestDotEnvOpen(t *testing.T) {
 	srv := miniredis.RunT(t)
 	p := writeFile(t, ".env", "export LOCK_DISTRIBUTED_ENABLED=true\nLOCK_DISTRIBUTED_STRATEGY=reject\nLOCK_DISTRIBUTED_NODES=redis://"+srv.Addr()+"\n")
 	l, closer, err := Open(p)
