@@ -2,6 +2,7 @@ package httplock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
 )
 
@@ -20,8 +22,8 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	// In a service: locker, closer, err := redlock.FromEnv(".env")
-	cfg := redlock.Config{Enabled: true, Strategy: redlock.StrategyReject, TTL: redlock.DefaultTTL,
+	// In a service: locker, closer, err := envconfig.Open(".env")
+	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyReject, TTL: envconfig.DefaultTTL,
 		Nodes: []string{"redis://" + srv.Addr()}}
 	locker, closer, err := cfg.Open()
 	if err != nil {
@@ -40,7 +42,7 @@ func Example() {
 
 	// Another worker is updating supplier abc right now.
 	ctx := context.Background()
-	key, _ := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	key, _ := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	other, _ := locker.Lock(ctx, key)
 
 	send := func(method, path string) {
@@ -58,4 +60,17 @@ func Example() {
 	// 200 PUT supplier xyz
 	// 200 GET supplier abc
 	// 200 DELETE supplier abc
+}
+
+func ExampleKeySpace_Write() {
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "550e8400-e29b-41d4-a716-446655440000")
+	fmt.Println(key, err)
+	_, err = httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc:write")
+	fmt.Println(errors.Is(err, redlock.ErrInvalid))
+	key, _ = httplock.KeySpace{Namespace: "shop:locks"}.Write("shop", "order", "42")
+	fmt.Println(key)
+	// Output:
+	// rf:lock:mini-inventory:supplier:550e8400-e29b-41d4-a716-446655440000:write <nil>
+	// true
+	// shop:locks:shop:order:42:write
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,7 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // runs, and nothing is locked.
 func TestWildcardNotInRouteFailsClosed(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
 	mw, err := httplock.New(locker, httplock.PathRecord("mini-inventory", "supplier", "ID"))
 	require.NoError(t, err)
 	h := &counting{}
@@ -59,7 +60,7 @@ func TestWildcardNotInRouteFailsClosed(t *testing.T) {
 // The error a misconfigured route reports matches ErrMisconfigured, and
 // StatusOf maps it to 500.
 func TestWildcardNotInRouteError(t *testing.T) {
-	locker := open(t, redlock.StrategyReject, miniredis.RunT(t).Addr())
+	locker := open(t, envconfig.StrategyReject, miniredis.RunT(t).Addr())
 	var seen error
 	mw, err := httplock.New(locker, httplock.PathRecord("p", "e", "ID"),
 		httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
@@ -81,7 +82,7 @@ func TestWildcardNotInRouteError(t *testing.T) {
 // no record, which is the client's error (400), not a write without lock.
 func TestEmptyRestWildcardIs400(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
 	mw, err := httplock.New(locker, httplock.PathRecord("p", "file", "path"))
 	require.NoError(t, err)
 	h := &counting{}
@@ -102,7 +103,7 @@ func TestEmptyRestWildcardIs400(t *testing.T) {
 // the id is empty: 400.
 func TestPathRecordWithoutServeMux(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
 	mw, err := httplock.New(locker, httplock.PathRecord("p", "e", "id"))
 	require.NoError(t, err)
 	h := &counting{}
@@ -121,7 +122,7 @@ func TestPathRecordWithoutServeMux(t *testing.T) {
 
 // A PathRecord that could never name a record is refused by New.
 func TestNewRejectsBadPathRecord(t *testing.T) {
-	locker := open(t, redlock.StrategyReject, miniredis.RunT(t).Addr())
+	locker := open(t, envconfig.StrategyReject, miniredis.RunT(t).Addr())
 	for name, rf := range map[string]httplock.RecordFunc{
 		"empty wildcard":       httplock.PathRecord("p", "e", ""),
 		"wildcard with braces": httplock.PathRecord("p", "e", "{id}"),
@@ -150,8 +151,8 @@ func TestNewRejectsBadPathRecord(t *testing.T) {
 // reach a handler that writes on "anything but GET" without the lock.
 func TestUnlistedMethodsLock(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	held, err := locker.Lock(t.Context(), key)
 	require.NoError(t, err)
@@ -172,8 +173,8 @@ func TestUnlistedMethodsLock(t *testing.T) {
 // in the request.
 func TestWithMethodsIgnoresCase(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	held, err := locker.Lock(t.Context(), key)
 	require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestWithMethodsIgnoresCase(t *testing.T) {
 func TestUnbuiltMiddlewareFailsClosed(t *testing.T) {
 	h := &counting{}
 	var nilMW *httplock.Middleware
-	mw, err := httplock.New(open(t, redlock.StrategyReject, miniredis.RunT(t).Addr()), httplock.PathRecord("p", "e", "id"))
+	mw, err := httplock.New(open(t, envconfig.StrategyReject, miniredis.RunT(t).Addr()), httplock.PathRecord("p", "e", "id"))
 	require.NoError(t, err)
 	for name, wrapped := range map[string]http.Handler{
 		"zero Middleware": (&httplock.Middleware{}).Wrap(h),

@@ -5,7 +5,7 @@
 // The Middleware locks a record for the duration of each update (PUT,
 // PATCH) and delete (DELETE) request addressed to it, under the key
 // {namespace}:{project}:{endpoint}:{recordId}:write (see
-// redlock.KeySpace). Inserts (POST) and reads (GET, HEAD, OPTIONS) run
+// KeySpace). Inserts (POST) and reads (GET, HEAD, OPTIONS) run
 // without a lock: an insert creates a new row no one else can be writing,
 // and a read is served by the database's own consistency. Every other
 // method locks too, so that a handler that writes on "anything but GET"
@@ -103,7 +103,7 @@ func PathRecord(project, endpoint, wildcard string) RecordFunc {
 	if !validWildcard(wildcard) {
 		return nil
 	}
-	if _, err := (redlock.KeySpace{}).Write(project, endpoint, "id"); err != nil {
+	if _, err := (KeySpace{}).Write(project, endpoint, "id"); err != nil {
 		return nil
 	}
 	return func(r *http.Request) (Record, bool) {
@@ -156,7 +156,7 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 type Middleware struct {
 	locker   redlock.Locker
 	record   RecordFunc
-	keys     redlock.KeySpace
+	keys     KeySpace
 	methods  map[string]bool // upper case; nil: every method but GET, HEAD, OPTIONS and POST
 	lockOpts []redlock.Option
 	onError  ErrorHandler
@@ -185,9 +185,9 @@ func WithMethods(methods ...string) Option {
 	}
 }
 
-// WithKeySpace sets the key namespace (default redlock.DefaultKeyNamespace,
+// WithKeySpace sets the key namespace (default DefaultKeyNamespace,
 // "rf:lock").
-func WithKeySpace(ks redlock.KeySpace) Option {
+func WithKeySpace(ks KeySpace) Option {
 	return func(m *Middleware) error {
 		if _, err := ks.Write("p", "e", "id"); err != nil {
 			return err
@@ -218,7 +218,7 @@ func WithErrorHandler(h ErrorHandler) Option {
 }
 
 // New returns a Middleware that locks through locker the record that
-// record names. The locker is usually the one redlock.FromEnv returns;
+// record names. The locker is usually the one envconfig.Open returns;
 // when distributed locking is disabled there, every lock is granted and
 // the middleware costs almost nothing. A nil locker or record (PathRecord
 // returns nil for arguments that could never name a record), or a bad

@@ -15,6 +15,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
@@ -31,14 +32,14 @@ func TestMain(m *testing.M) {
 const watchdog = 20 * time.Second
 
 // open returns a locker over redis URLs, built the way a service builds
-// it: through redlock.Config.
+// it: through envconfig.Config.
 func open(t *testing.T, strategy string, addrs ...string) redlock.Locker {
 	t.Helper()
 	urls := make([]string, len(addrs))
 	for i, a := range addrs {
 		urls[i] = "redis://" + a
 	}
-	c := redlock.Config{Enabled: true, Strategy: strategy, TTL: 5 * time.Second,
+	c := envconfig.Config{Enabled: true, Strategy: strategy, TTL: 5 * time.Second,
 		Retries: 2, RetryDelay: time.Millisecond, Nodes: urls}
 	l, closer, err := c.Open()
 	require.NoError(t, err)
@@ -150,7 +151,7 @@ func assertJSONError(t *testing.T, rec *httptest.ResponseRecorder, status int) s
 // (after its retries); then the first finishes with 200 and the record is
 // free again.
 func TestConcurrentWritesOneRecord(t *testing.T) {
-	for _, strategy := range []string{redlock.StrategyReject, redlock.StrategyRetry} {
+	for _, strategy := range []string{envconfig.StrategyReject, envconfig.StrategyRetry} {
 		for name, mk := range backends(t, strategy) {
 			t.Run(strategy+"/"+name, func(t *testing.T) {
 				locker := mk(t)
@@ -184,7 +185,7 @@ func TestConcurrentWritesOneRecord(t *testing.T) {
 // inside at once (the test waits for both before letting either finish),
 // which a per-table or global lock would forbid.
 func TestDifferentRecordsInParallel(t *testing.T) {
-	for name, mk := range backends(t, redlock.StrategyReject) {
+	for name, mk := range backends(t, envconfig.StrategyReject) {
 		t.Run(name, func(t *testing.T) {
 			g := newGate()
 			h := serve(t, mk(t), g)
@@ -206,8 +207,8 @@ func TestDifferentRecordsInParallel(t *testing.T) {
 // decision.
 func TestReadsAndInsertsDoNotLock(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	held, err := locker.Lock(t.Context(), key)
 	require.NoError(t, err)
@@ -248,7 +249,7 @@ func TestBackendDown(t *testing.T) {
 	t.Run("miniredis closed", func(t *testing.T) {
 		srv := miniredis.RunT(t)
 		g := newGate()
-		h := serve(t, open(t, redlock.StrategyReject, srv.Addr()), g)
+		h := serve(t, open(t, envconfig.StrategyReject, srv.Addr()), g)
 		srv.Close()
 		msg := assertJSONError(t, do(t, h, http.MethodPut, "/suppliers/abc"), http.StatusInternalServerError)
 		assert.Contains(t, msg, "unavailable")
@@ -257,7 +258,7 @@ func TestBackendDown(t *testing.T) {
 	t.Run("real 2 of 3 killed", func(t *testing.T) {
 		c := redistest.Start(t, 3)
 		g := newGate()
-		h := serve(t, open(t, redlock.StrategyRetry, c.Addrs()...), g)
+		h := serve(t, open(t, envconfig.StrategyRetry, c.Addrs()...), g)
 		c.Servers[0].Kill()
 		c.Servers[2].Kill()
 		assertJSONError(t, do(t, h, http.MethodDelete, "/suppliers/abc"), http.StatusInternalServerError)
@@ -268,7 +269,7 @@ func TestBackendDown(t *testing.T) {
 // A record id that cannot be part of a lock key is the client's error.
 func TestBadRecordID(t *testing.T) {
 	g := newGate()
-	h := serve(t, open(t, redlock.StrategyReject, miniredis.RunT(t).Addr()), g)
+	h := serve(t, open(t, envconfig.StrategyReject, miniredis.RunT(t).Addr()), g)
 	msg := assertJSONError(t, do(t, h, http.MethodPut, "/suppliers/abc:write"), http.StatusBadRequest)
 	assert.Contains(t, msg, "':'")
 	assert.Zero(t, g.calls.Load())
@@ -280,8 +281,8 @@ func TestBadRecordID(t *testing.T) {
 // The handler wrote nothing, so the client gets a 500.
 func TestLostLockCancelsHandler(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 
 	entered := make(chan struct{})
@@ -316,8 +317,8 @@ func TestLostLockCancelsHandler(t *testing.T) {
 // 200 (the gate writes nothing if its context is cancelled).
 func TestHandlerLongerThanTTLKeepsLock(t *testing.T) {
 	srv := redistest.Start(t, 1)
-	locker := open(t, redlock.StrategyReject, srv.Addrs()...)
-	key, err := redlock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
+	locker := open(t, envconfig.StrategyReject, srv.Addrs()...)
+	key, err := httplock.KeySpace{}.Write("mini-inventory", "supplier", "abc")
 	require.NoError(t, err)
 	g := newGate()
 	ttl := time.Second
@@ -340,7 +341,7 @@ func TestHandlerLongerThanTTLKeepsLock(t *testing.T) {
 
 // A panicking handler still releases the record.
 func TestPanicReleases(t *testing.T) {
-	locker := open(t, redlock.StrategyReject, miniredis.RunT(t).Addr())
+	locker := open(t, envconfig.StrategyReject, miniredis.RunT(t).Addr())
 	var panicked atomic.Bool
 	h := serve(t, locker, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !panicked.Swap(true) {
@@ -372,7 +373,7 @@ func TestPanicReleases(t *testing.T) {
 // existing record; the defaults then no longer lock.
 func TestWithMethods(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
 	g := newGate()
 	h := serve(t, locker, g, httplock.WithMethods(http.MethodPost))
 	first := async(t, h, http.MethodPost, "/suppliers/abc")
@@ -387,7 +388,7 @@ func TestWithMethods(t *testing.T) {
 
 func TestCustomErrorHandler(t *testing.T) {
 	srv := miniredis.RunT(t)
-	locker := open(t, redlock.StrategyReject, srv.Addr())
+	locker := open(t, envconfig.StrategyReject, srv.Addr())
 	var seen error
 	g := newGate()
 	h := serve(t, locker, g, httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
@@ -406,7 +407,7 @@ func TestCustomErrorHandler(t *testing.T) {
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
-	locker := open(t, redlock.StrategyReject, miniredis.RunT(t).Addr())
+	locker := open(t, envconfig.StrategyReject, miniredis.RunT(t).Addr())
 	rf := httplock.PathRecord("p", "e", "id")
 	tests := map[string]func() (*httplock.Middleware, error){
 		"nil locker":   func() (*httplock.Middleware, error) { return httplock.New(nil, rf) },
@@ -415,7 +416,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		"empty method": func() (*httplock.Middleware, error) { return httplock.New(locker, rf, httplock.WithMethods("PUT", "")) },
 		"nil handler":  func() (*httplock.Middleware, error) { return httplock.New(locker, rf, httplock.WithErrorHandler(nil)) },
 		"bad namespace": func() (*httplock.Middleware, error) {
-			return httplock.New(locker, rf, httplock.WithKeySpace(redlock.KeySpace{Namespace: "a::b"}))
+			return httplock.New(locker, rf, httplock.WithKeySpace(httplock.KeySpace{Namespace: "a::b"}))
 		},
 	}
 	for name, mk := range tests {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,7 +51,7 @@ func TestRunHidesPasswords(t *testing.T) {
 		assertNoSecret(t, errs)
 
 		env := func(k string) (string, bool) {
-			if k == redlock.EnvNodes {
+			if k == envconfig.VarNodes {
 				return tt.addrs, true
 			}
 			return "", false

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 )
 
 // Exit statuses of redlock run besides the command's own. They follow
@@ -81,7 +82,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	key := fs.String("key", "", "the lock's key (required)")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
-	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+redlock.EnvNodes+")")
+	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -113,7 +114,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	if *wait > 0 {
 		strategy = &waitUntil{deadline: time.Now().Add(*wait), every: min(*wait/10+time.Millisecond, 250*time.Millisecond)}
 	}
-	cfg := redlock.Config{Enabled: true, Strategy: redlock.StrategyRetry, TTL: *ttl, Retries: 0, RetryDelay: 0, Nodes: nodes}
+	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: *ttl, Retries: 0, RetryDelay: 0, Nodes: nodes}
 	locker, closer, err := cfg.Open(redlock.WithStrategy(strategy))
 	if err != nil {
 		return usage("%v", err)
@@ -238,7 +239,7 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 // LOCK_DISTRIBUTED_NODES.
 func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error) {
 	if addrs == "" {
-		addrs, _ = lookup(redlock.EnvNodes)
+		addrs, _ = lookup(envconfig.VarNodes)
 	}
 	var urls []string
 	for a := range strings.SplitSeq(addrs, ",") {
@@ -252,7 +253,7 @@ func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error
 		urls = append(urls, a)
 	}
 	if len(urls) == 0 {
-		return nil, fmt.Errorf("no masters: give --addrs or set %s", redlock.EnvNodes)
+		return nil, fmt.Errorf("no masters: give --addrs or set %s", envconfig.VarNodes)
 	}
 	return urls, nil
 }

@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+<<<<<<< HEAD
 	"github.com/quorumlock/redlock/goredis"
+=======
+	"github.com/quorumlock/redlock/envconfig"
+>>>>>>> envcfg
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -155,7 +159,7 @@ func TestRunSerializes(t *testing.T) {
 func TestRunUsesEnvNodes(t *testing.T) {
 	addr, _ := oneMaster(t)
 	env := func(k string) (string, bool) {
-		if k == redlock.EnvNodes {
+		if k == envconfig.VarNodes {
 			return "redis://" + addr, true
 		}
 		return "", false

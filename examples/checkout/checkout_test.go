@@ -17,6 +17,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
+	"github.com/quorumlock/redlock/httplock"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,7 +37,7 @@ const watchdog = 20 * time.Second
 // LOCK_DISTRIBUTED_* variables (here a map, not the process environment).
 func fromEnv(t *testing.T, env map[string]string) redlock.Locker {
 	t.Helper()
-	cfg, err := redlock.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	cfg, err := envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
 	l, closer, err := cfg.Open()
 	require.NoError(t, err)
@@ -167,8 +169,8 @@ func TestCheckoutSameOrderOnce(t *testing.T) {
 		for name, mk := range nodes(t) {
 			t.Run(strategy+"/"+name, func(t *testing.T) {
 				locker := fromEnv(t, map[string]string{
-					redlock.EnvEnabled: "true", redlock.EnvNodes: mk(t),
-					redlock.EnvStrategy: strategy, redlock.EnvRetry: "2", redlock.EnvRetryDelay: "5",
+					envconfig.VarEnabled: "true", envconfig.VarNodes: mk(t),
+					envconfig.VarStrategy: strategy, envconfig.VarRetry: "2", envconfig.VarRetryDelay: "5",
 				})
 				g := newGateway()
 				base := server(t, locker, g)
@@ -201,7 +203,7 @@ func TestCheckoutDifferentOrdersInParallel(t *testing.T) {
 	for name, mk := range nodes(t) {
 		t.Run(name, func(t *testing.T) {
 			locker := fromEnv(t, map[string]string{
-				redlock.EnvEnabled: "true", redlock.EnvNodes: mk(t), redlock.EnvStrategy: "reject",
+				envconfig.VarEnabled: "true", envconfig.VarNodes: mk(t), envconfig.VarStrategy: "reject",
 			})
 			g := newGateway()
 			base := server(t, locker, g)
@@ -221,7 +223,7 @@ func TestCheckoutDifferentOrdersInParallel(t *testing.T) {
 func TestCheckoutLockServiceDown(t *testing.T) {
 	srv := miniredis.RunT(t)
 	locker := fromEnv(t, map[string]string{
-		redlock.EnvEnabled: "true", redlock.EnvNodes: "redis://" + srv.Addr(), redlock.EnvStrategy: "reject",
+		envconfig.VarEnabled: "true", envconfig.VarNodes: "redis://" + srv.Addr(), envconfig.VarStrategy: "reject",
 	})
 	g := newGateway()
 	base := server(t, locker, g)
@@ -248,8 +250,8 @@ func TestRun(t *testing.T) {
 	envFile := filepath.Join(dir, "checkout.env")
 	require.NoError(t, os.WriteFile(envFile, []byte(
 		"LOCK_DISTRIBUTED_ENABLED=true\nLOCK_DISTRIBUTED_STRATEGY=retry\nLOCK_DISTRIBUTED_NODES=redis://"+srv.Addr()+"\n"), 0o600))
-	t.Setenv(redlock.EnvStrategy, "reject") // the environment wins over the file
-	t.Setenv(redlock.EnvEnabled, "")        // empty: the file decides
+	t.Setenv(envconfig.VarStrategy, "reject") // the environment wins over the file
+	t.Setenv(envconfig.VarEnabled, "")        // empty: the file decides
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -269,7 +271,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// An order locked from outside is refused at once: enabled (file), reject (environment).
-	key, err := redlock.KeySpace{}.Write(project, "order", "77")
+	key, err := httplock.KeySpace{}.Write(project, "order", "77")
 	require.NoError(t, err)
 	srv.Set(key, "someone else")
 	r := post(t, "http://"+addr, "77", 1)
@@ -297,7 +299,7 @@ func TestRun(t *testing.T) {
 
 	assert.Error(t, run(t.Context(), []string{"-env", filepath.Join(dir, "bad.env"), "-addr", "x"}, io.Discard, nil),
 		"a missing .env file is skipped, so the bad address is what fails")
-	t.Setenv(redlock.EnvTTL, "ten")
+	t.Setenv(envconfig.VarTTL, "ten")
 	err = run(t.Context(), []string{"-env", ""}, io.Discard, nil)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "a malformed variable stops the service before it listens")
 }

@@ -36,7 +36,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
 )
 
 func main() {
@@ -68,11 +68,11 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 			return err
 		}
 	}
-	lookup, err := redlock.EnvLookup(files...)
+	lookup, err := envconfig.Lookup(files...)
 	if err != nil {
 		return err
 	}
-	cfg, err := redlock.LoadConfig(lookup)
+	cfg, err := envconfig.Load(lookup)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	if cfg.Enabled {
 		logger.Printf("distributed lock on %d node(s), strategy %s, TTL %v", len(cfg.Nodes), cfg.Strategy, cfg.TTL)
 	} else {
-		logger.Printf("distributed lock disabled (%s is not true): no mutual exclusion", redlock.EnvEnabled)
+		logger.Printf("distributed lock disabled (%s is not true): no mutual exclusion", envconfig.VarEnabled)
 	}
 
 	h, err := newHandler(locker, simulatedCharge)

@@ -1,0 +1,81 @@
+package envconfig_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/envconfig"
+)
+
+// An application reads its locker from the environment (and optional .env
+// files) once at start-up, and closes the Redis clients when it stops.
+func ExampleOpen() {
+	locker, closer, err := envconfig.Open() // or Open(".env"), Open("config/production.env")
+	if err != nil {
+		log.Fatal(err) // e.g. envconfig: invalid LOCK_DISTRIBUTED_TTL="ten": ...
+	}
+	defer closer.Close()
+
+	lock, err := locker.Lock(context.Background(), "order:1234")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.Background())
+}
+
+// Load takes any lookup function, so tests and tools never touch the
+// process environment.
+func ExampleLoad() {
+	env := map[string]string{
+		"LOCK_DISTRIBUTED_ENABLED":  "true",
+		"LOCK_DISTRIBUTED_STRATEGY": "reject",
+		"LOCK_DISTRIBUTED_TTL":      "30",
+		"LOCK_DISTRIBUTED_NODES":    "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003",
+	}
+	c, err := envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fmt.Println(err)
+	fmt.Println(c.Enabled, c.Strategy, c.TTL, c.Retries, c.RetryDelay, len(c.Nodes))
+
+	env["LOCK_DISTRIBUTED_TTL"] = "10s"
+	_, err = envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	var ee *envconfig.Error
+	fmt.Println(errors.Is(err, redlock.ErrInvalid), errors.As(err, &ee) && ee.Var == envconfig.VarTTL)
+	// Output:
+	// <nil>
+	// true reject 30s 3 100ms 3
+	// true true
+}
+
+// Disabled (the default), the locker grants every lock without Redis, so
+// the same code runs on a laptop.
+func ExampleConfig_Open_disabled() {
+	c, _ := envconfig.Load(func(string) (string, bool) { return "", false })
+	locker, closer, _ := c.Open()
+	defer closer.Close()
+	ctx := context.Background()
+	a, errA := locker.Lock(ctx, "supplier:abc")
+	b, errB := locker.Lock(ctx, "supplier:abc")
+	fmt.Println(errA, errB)
+	fmt.Println(a.Unlock(ctx), b.Unlock(ctx))
+	// Output:
+	// <nil> <nil>
+	// <nil> <nil>
+}
+
+// Errors and printed Configs are safe to log: the user info of every URL
+// (passwords included) shows as xxxxx.
+func ExampleError() {
+	env := map[string]string{"LOCK_DISTRIBUTED_NODES": "redis://:s3cret@10.0.0.1:6379/db"}
+	_, err := envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fmt.Println(err)
+
+	c := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: envconfig.DefaultTTL,
+		Nodes: []string{"redis://app:s3cret@10.0.0.1:6379", "redis://10.0.0.2:6379"}}
+	fmt.Printf("%+v\n", c)
+	// Output:
+	// envconfig: invalid LOCK_DISTRIBUTED_NODES="redis://xxxxx@10.0.0.1:6379/db": "redis://xxxxx@10.0.0.1:6379/db": redis: invalid database number: "db"
+	// {Enabled:true Strategy:retry TTL:10s Retries:0 RetryDelay:0s Nodes:[redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]}
+}
