@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
 )
@@ -437,7 +438,7 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 
 // newNode is the one place where a Redis client becomes a Backend, through
 // the go-redis adapter.
-func newNode(c *redis.Client) (redlock.Backend, error) { return redlock.NewBackend(c), nil }
+func newNode(c *redis.Client) (redlock.Backend, error) { return goredis.New(c) }
 
 // Open is Load and Config.Open in one call, reading the process
 // environment and then, for variables it does not set, the given .env

@@ -11,11 +11,8 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-<<<<<<< HEAD
-	"github.com/quorumlock/redlock/goredis"
-=======
 	"github.com/quorumlock/redlock/envconfig"
->>>>>>> envcfg
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
