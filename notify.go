@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-		"sync"
+	"sync"
 )
 
 // Hand-off: waking waiters when a lock is released.

@@ -22,8 +22,9 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -142,7 +143,7 @@ type redsyncC struct {
 func newRedsync(clients []*redis.Client, opts ...redsync.Option) *redsyncC {
 	pools := make([]rsredis.Pool, len(clients))
 	for i, c := range clients {
-		pools[i] = goredis.NewPool(c)
+		pools[i] = redsyncgoredis.NewPool(c)
 	}
 	return &redsyncC{rs: redsync.New(pools...), opts: append(opts, redsync.WithExpiry(TTL))}
 }
