@@ -8,38 +8,29 @@ import (
 	"time"
 )
 
-// acquire is Lock for both lockers: it checks the call's options and runs
-// the strategy engine.
-func acquire(ctx context.Context, nodes []Backend, base config, key string, opts []Option) (*Lock, error) {
-	cfg, err := prepare(ctx, nodes, base, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return acquirePrepared(ctx, nodes, &cfg, key)
-}
-
 // prepare checks a Lock or Do call's arguments and merges its options
 // into the locker's.
-func prepare(ctx context.Context, nodes []Backend, base config, key string, opts []Option) (config, error) {
+func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope, error) {
 	if ctx == nil {
-		return config{}, invalidf("nil context")
+		return scope{}, invalidf("nil context")
 	}
 	if key == "" {
-		return config{}, invalidf("empty key")
+		return scope{}, invalidf("empty key")
 	}
-	cfg := base.with(opts)
+	cfg := l.cfg.with(opts)
 	if err := cfg.validate(); err != nil {
-		return config{}, err
+		return scope{}, err
 	}
-	return cfg, cfg.validateNodes(nodes)
+	return scope{key: key, nodes: l.nodes, cfg: &cfg}, cfg.validateNodes(l.nodes)
 }
 
-// acquirePrepared is the strategy engine shared by Single and Redlock:
-// attempt, and on contention or unavailability ask the strategy whether
-// and how long to wait before the next attempt.
-func acquirePrepared(ctx context.Context, nodes []Backend, cfg *config, key string) (*Lock, error) {
+// acquire is the strategy engine shared by Single and Redlock: attempt,
+// and on contention or unavailability ask the strategy whether and how
+// long to wait before the next attempt.
+func acquire(ctx context.Context, s scope) (*Lock, error) {
+	cfg, key := s.cfg, s.key
 	start := cfg.clock.Now()
-	w := &waiter{ctx: ctx, nodes: nodes, cfg: cfg, key: key, gate: -1}
+	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
 	w.stopWatching()
 	if lock != nil && !cfg.clock.Now().Before(lock.until) {
@@ -67,10 +58,8 @@ func acquirePrepared(ctx context.Context, nodes []Backend, cfg *config, key stri
 // the waiter (notify.go): such attempts are extra and do not count as
 // retries.
 type waiter struct {
-	ctx   context.Context
-	nodes []Backend
-	cfg   *config
-	key   string
+	scope
+	ctx context.Context
 
 	attempts  int
 	last      []error    // what each node said to the last attempt
@@ -169,7 +158,7 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 // watch subscribes to the key's releases and joins this process's line
 // for it. It reports whether any node could be subscribed.
 func (w *waiter) watch() bool {
-	wake, stop := watchReleases(w.ctx, w.nodes, w.cfg, w.key)
+	wake, stop := w.watchReleases(w.ctx)
 	if wake == nil {
 		return false
 	}

@@ -40,7 +40,7 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 		var f int64
 		if counters != nil {
 			var err error
-			if f, err = fence(w.ctx, w.nodes, cfg, w.key, token, r, counters); err != nil {
+			if f, err = w.fence(w.ctx, token, r, counters); err != nil {
 				w.rollback(token, r)
 				return nil, r.errs, err
 			}
@@ -59,9 +59,9 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 // the contention error; a gate that failed is not used again in this call.
 func (w *waiter) round(call nodeCall, gated bool) (round, error) {
 	if !gated {
-		return fanOut(w.ctx, w.nodes, w.cfg, "acquire", w.key, ErrNotAcquired, call), nil
+		return w.fanOut(w.ctx, "acquire", ErrNotAcquired, call), nil
 	}
-	r, held, failed := gatedRound(w.ctx, w.nodes, w.cfg, w.key, w.gate, call)
+	r, held, failed := w.gatedRound(w.ctx, w.gate, call)
 	if held {
 		errs := make([]error, len(w.nodes))
 		for i := range errs {
@@ -119,7 +119,7 @@ func (w *waiter) rollback(token string, r round) {
 		undo[j] = w.nodes[lo.node]
 	}
 	announce := !w.cfg.noHandoff
-	rr := fanOut(context.WithoutCancel(w.ctx), undo, w.cfg, "release", w.key, ErrNotHeld,
+	rr := w.on(undo).fanOut(context.WithoutCancel(w.ctx), "release", ErrNotHeld,
 		func(ctx context.Context, j int, b Backend) (bool, error) {
 			return b.Release(ctx, w.key, w.leftovers[j].token, announce)
 		})

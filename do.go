@@ -6,10 +6,14 @@ import (
 	"fmt"
 )
 
-// lockFor is Lock for both lockers: acquire, then start the heartbeat
-// when WithAutoRenew asked for one.
-func lockFor(ctx context.Context, nodes []Backend, base config, key string, opts []Option) (*Lock, error) {
-	l, err := acquire(ctx, nodes, base, key, opts)
+// lock is Lock for both lockers: acquire, then start the heartbeat when
+// WithAutoRenew asked for one.
+func (lk *locker) lock(ctx context.Context, key string, opts []Option) (*Lock, error) {
+	s, err := lk.prepare(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := acquire(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -20,18 +24,18 @@ func lockFor(ctx context.Context, nodes []Backend, base config, key string, opts
 }
 
 // do is Do for both lockers.
-func do(ctx context.Context, nodes []Backend, base config, key string, fn func(context.Context) error, opts []Option) (err error) {
+func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) (err error) {
 	if fn == nil {
 		return invalidf("nil function")
 	}
-	cfg, err := prepare(ctx, nodes, base, key, opts)
+	s, err := lk.prepare(ctx, key, opts)
 	if err != nil {
 		return err
 	}
-	if err := cfg.validateRenewal(); err != nil {
+	if err := s.cfg.validateRenewal(); err != nil {
 		return err
 	}
-	l, err := acquirePrepared(ctx, nodes, &cfg, key)
+	l, err := acquire(ctx, s)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func WithFencing() Option { return func(c *config) { c.fencing = true } }
 // an error when too few nodes have their counter at least that high:
 // matching ErrUnavailable when the raise round's nodes did not answer,
 // ErrNotAcquired when they no longer held our key.
-func fence(ctx context.Context, nodes []Backend, cfg *config, key, token string, r round, counters []int64) (int64, error) {
+func (s scope) fence(ctx context.Context, token string, r round, counters []int64) (int64, error) {
 	var f int64
 	for i, err := range r.errs {
 		if err == nil {
@@ -38,21 +38,21 @@ func fence(ctx context.Context, nodes []Backend, cfg *config, key, token string,
 			behind = append(behind, i)
 		}
 	}
-	q := quorum(len(nodes))
+	q := quorum(len(s.nodes))
 	if at >= q || len(behind) == 0 {
 		return f, nil
 	}
 	sub := make([]Backend, len(behind))
 	for j, i := range behind {
-		sub[j] = nodes[i]
+		sub[j] = s.nodes[i]
 	}
-	raised := fanOut(ctx, sub, cfg, "fence", key, ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.(Fencer).RaiseFence(ctx, key, token, f)
+	raised := s.on(sub).fanOut(ctx, "fence", ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
+		return b.(Fencer).RaiseFence(ctx, s.key, token, f)
 	})
 	if at += raised.granted; at >= q {
 		return f, nil
 	}
-	e := r.quorumError("acquire", key, 0)
+	e := r.quorumError("acquire", s.key, 0)
 	e.Granted = at // nodes at the token, not nodes that set the key
 	for j, err := range raised.errs {
 		if err != nil {

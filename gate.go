@@ -43,8 +43,9 @@ func gateFor(key string, nodes []Backend) int {
 // then, unless it refused, the other nodes. held is true when the gate
 // refused (the key is held there), and then no other node was asked;
 // gateFailed is true when the gate did not answer.
-func gatedRound(ctx context.Context, nodes []Backend, cfg *config, key string, gate int, call nodeCall) (r round, held, gateFailed bool) {
-	g := fanOut(ctx, nodes[gate:gate+1], cfg, "acquire", key, ErrNotAcquired,
+func (s scope) gatedRound(ctx context.Context, gate int, call nodeCall) (r round, held, gateFailed bool) {
+	nodes := s.nodes
+	g := s.on(nodes[gate:gate+1]).fanOut(ctx, "acquire", ErrNotAcquired,
 		func(ctx context.Context, _ int, b Backend) (bool, error) { return call(ctx, gate, b) })
 	if g.errs[0] == ErrNotAcquired {
 		return round{}, true, false
@@ -57,7 +58,7 @@ func gatedRound(ctx context.Context, nodes []Backend, cfg *config, key string, g
 			index = append(index, i)
 		}
 	}
-	o := fanOut(ctx, rest, cfg, "acquire", key, ErrNotAcquired,
+	o := s.on(rest).fanOut(ctx, "acquire", ErrNotAcquired,
 		func(ctx context.Context, j int, b Backend) (bool, error) { return call(ctx, index[j], b) })
 	r = round{nodes: nodes, errs: make([]error, len(nodes)), granted: g.granted + o.granted}
 	r.errs[gate] = g.errs[0]

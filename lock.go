@@ -29,6 +29,9 @@ type Lock struct {
 	onLost   func(error)   // Do's hook: cancels the function's context
 }
 
+// scope is the lock's key, nodes and configuration, for its rounds.
+func (l *Lock) scope() scope { return scope{key: l.key, nodes: l.nodes, cfg: &l.cfg} }
+
 // Key returns the locked key.
 func (l *Lock) Key() string { return l.key }
 
@@ -157,7 +160,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 }
 
 func (l *Lock) release(ctx context.Context, until time.Time) error {
-	r := releaseAll(ctx, l.nodes, &l.cfg, l.key, l.token)
+	r := l.scope().releaseAll(ctx, l.token)
 	if late := l.cfg.clock.Now().Sub(until); late > 0 {
 		return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
 	}
@@ -203,7 +206,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	case !start.Before(until):
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
-	r := fanOut(ctx, l.nodes, &l.cfg, "extend", l.key, ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
+	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
 		return b.Extend(ctx, l.key, l.token, ttl)
 	})
 	end := l.cfg.clock.Now()

@@ -63,8 +63,8 @@ import (
 // (see line); the others keep their state and are not woken.
 type wakeup struct {
 	ch    chan struct{}
-	line  *line  // guarded by lines.mu
-	lines *lines // the locker's, once joined
+	line  *line  // once joined; guarded by lines.mu
+	lines *lines // the locker's
 
 	mu        sync.Mutex
 	notifies  []bool // the node is subscribed: its releases are announced to us
@@ -77,8 +77,8 @@ type wakeup struct {
 	own       map[string]struct{}
 }
 
-func newWakeup(nodes int) *wakeup {
-	return &wakeup{ch: make(chan struct{}, 1), notifies: make([]bool, nodes), held: make([]bool, nodes),
+func newWakeup(nodes int, ls *lines) *wakeup {
+	return &wakeup{ch: make(chan struct{}, 1), lines: ls, notifies: make([]bool, nodes), held: make([]bool, nodes),
 		heardFrom: make([]bool, nodes), gate: -1, own: map[string]struct{}{}}
 }
 
@@ -233,7 +233,7 @@ func (ls *lines) waiting(key string) bool {
 	return ls.m[key] != nil
 }
 
-// join puts w at the end of the line for key.
+// join puts w, one of ls's waiters, at the end of the line for key.
 func (ls *lines) join(key string, w *wakeup) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -246,15 +246,12 @@ func (ls *lines) join(key string, w *wakeup) {
 		ls.m[key] = l
 	}
 	l.waiters = append(l.waiters, w)
-	w.line, w.lines = l, ls
+	w.line = l
 }
 
 // first reports whether w is first in its line; a waiter that has not
 // joined one (it is still subscribing) is not.
 func (w *wakeup) first() bool {
-	if w.lines == nil {
-		return false
-	}
 	w.lines.mu.Lock()
 	defer w.lines.mu.Unlock()
 	return w.line != nil && w.line.waiters[0] == w
@@ -264,9 +261,6 @@ func (w *wakeup) first() bool {
 // wake-up passes it on, so a release is not lost with it.
 func (w *wakeup) leave() {
 	ls := w.lines
-	if ls == nil {
-		return
-	}
 	ls.mu.Lock()
 	l := w.line
 	if l == nil {
@@ -292,10 +286,11 @@ func (w *wakeup) leave() {
 // it, each bounded by the per-node timeout, then puts the waiter in line.
 // It returns nil when no node could be subscribed; otherwise the caller
 // must call the stop function.
-func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string) (*wakeup, func()) {
-	w := newWakeup(len(nodes))
+func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
+	nodes, key := s.nodes, s.key
+	w := newWakeup(len(nodes), s.cfg.lines)
 	stops := make([]func(), len(nodes))
-	r := fanOut(ctx, nodes, cfg, "watch", key, errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
+	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)
 		if !ok {
 			return false, nil
@@ -323,7 +318,7 @@ func watchReleases(ctx context.Context, nodes []Backend, cfg *config, key string
 	w.subscribed(ok, quorum(len(nodes)))
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
-	cfg.lines.join(key, w)
+	s.cfg.lines.join(key, w)
 	return w, stop
 }
 

@@ -37,6 +37,20 @@ func validity(ttl, elapsed, drift time.Duration) time.Duration {
 	return ttl - elapsed - drift
 }
 
+// scope is what every round of one call shares: the key, the nodes the
+// round asks, and the call's configuration.
+type scope struct {
+	key   string
+	nodes []Backend
+	cfg   *config
+}
+
+// on returns s asking nodes instead, a subset of its own.
+func (s scope) on(nodes []Backend) scope {
+	s.nodes = nodes
+	return s
+}
+
 // nodeCall is one operation on node i.
 type nodeCall func(ctx context.Context, i int, b Backend) (bool, error)
 
@@ -52,7 +66,8 @@ type round struct {
 // timeout, and returns when all have answered or timed out. No goroutine
 // outlives it. refused is the error recorded for a node that answered no;
 // any other error is reported to the observer as an EventNodeError of op.
-func fanOut(ctx context.Context, nodes []Backend, cfg *config, op, key string, refused error, call nodeCall) round {
+func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCall) round {
+	nodes, cfg, key := s.nodes, s.cfg, s.key
 	r := round{nodes: nodes, errs: make([]error, len(nodes))}
 	// One deadline for the round bounds every node call, as they all start
 	// together; a context per node would cost five allocations each.
@@ -102,10 +117,12 @@ func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 // releaseAll runs release.lua on every node, with a context that survives
 // the caller's cancellation (a cancelled request must still let go of its
 // lock) but is bounded by the per-node timeout.
-func releaseAll(ctx context.Context, nodes []Backend, cfg *config, key, token string) round {
-	announce := !cfg.noHandoff
-	return fanOut(context.WithoutCancel(ctx), nodes, cfg, "release", key, ErrNotHeld,
-		func(ctx context.Context, _ int, b Backend) (bool, error) { return b.Release(ctx, key, token, announce) })
+func (s scope) releaseAll(ctx context.Context, token string) round {
+	announce := !s.cfg.noHandoff
+	return s.fanOut(context.WithoutCancel(ctx), "release", ErrNotHeld,
+		func(ctx context.Context, _ int, b Backend) (bool, error) {
+			return b.Release(ctx, s.key, token, announce)
+		})
 }
 
 // checkNodes validates a node list for New and NewSingle.

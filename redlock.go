@@ -64,6 +64,13 @@ type Locker interface {
 	Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
 }
 
+// locker is what Single and Redlock share: their nodes, their default
+// options, and the lines of their waiters (config.lines).
+type locker struct {
+	nodes []Backend
+	cfg   config
+}
+
 // Redlock is the Redlock algorithm over N independent Redis masters. Lock
 // sets the key on all nodes concurrently, each call bounded by the per-node
 // timeout, and grants the lock when a quorum (N/2+1) agreed and validity
@@ -73,8 +80,7 @@ type Locker interface {
 // Use an odd N: N = 2f+1 survives f failed nodes, and N = 2f+2 survives no
 // more while costing one node more.
 type Redlock struct {
-	nodes []Backend
-	cfg   config
+	locker
 }
 
 // New returns a Redlock over nodes, which must be non-nil, distinct (by
@@ -84,14 +90,14 @@ func New(nodes []Backend, opts ...Option) (*Redlock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Redlock{nodes: append([]Backend(nil), nodes...), cfg: cfg}, nil
+	return &Redlock{locker{nodes: append([]Backend(nil), nodes...), cfg: cfg}}, nil
 }
 
 // Lock acquires key on a quorum of the nodes. Cancelling ctx stops waiting
 // at once (an in-flight round is bounded by the per-node timeout) and
 // returns an error that matches both ErrNotAcquired and ctx's error.
 func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return lockFor(ctx, r.nodes, r.cfg, key, opts)
+	return r.lock(ctx, key, opts)
 }
 
 // Do runs fn while holding key: it acquires the lock (following the
@@ -99,5 +105,5 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 // lock when fn returns, panics, or gives up after its context was
 // cancelled. See Locker.Do for the heartbeat and what a lost lock does.
 func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
-	return do(ctx, r.nodes, r.cfg, key, fn, opts)
+	return r.do(ctx, key, fn, opts)
 }

@@ -6,8 +6,7 @@ import "context"
 // right one when that master's availability is enough. The lock dies with
 // the master; use Redlock to survive a lost node.
 type Single struct {
-	nodes []Backend // exactly one
-	cfg   config
+	locker // exactly one node
 }
 
 // NewSingle returns a locker on one node. opts are the defaults for every
@@ -18,14 +17,14 @@ func NewSingle(b Backend, opts ...Option) (*Single, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Single{nodes: nodes, cfg: cfg}, nil
+	return &Single{locker{nodes: nodes, cfg: cfg}}, nil
 }
 
 // Lock acquires key with SET key token NX PX ttl. Validity is computed as
 // for a Redlock of one node, so Until is never later than the key's real
 // expiry.
 func (s *Single) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return lockFor(ctx, s.nodes, s.cfg, key, opts)
+	return s.lock(ctx, key, opts)
 }
 
 // Do runs fn while holding key: it acquires the lock (following the
@@ -33,5 +32,5 @@ func (s *Single) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 // lock when fn returns, panics, or gives up after its context was
 // cancelled. See Locker.Do for the heartbeat and what a lost lock does.
 func (s *Single) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
-	return do(ctx, s.nodes, s.cfg, key, fn, opts)
+	return s.do(ctx, key, fn, opts)
 }

@@ -18,9 +18,9 @@ func woke(w *wakeup) bool {
 
 // soleWaiter is a wakeup for 5 subscribed nodes, first in its own line.
 func soleWaiter(t *testing.T) *wakeup {
-	w := newWakeup(5)
+	w := newWakeup(5, &lines{})
 	w.subscribed([]bool{true, true, true, true, true}, quorum(5))
-	(&lines{}).join(t.Name(), w)
+	w.lines.join(t.Name(), w)
 	t.Cleanup(w.leave)
 	return w
 }
