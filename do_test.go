@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,49 +128,17 @@ func TestDoBadInput(t *testing.T) {
 	}
 }
 
-// countingBackend counts extensions and can make them fail or hang.
-type countingBackend struct {
-	redlock.Backend
-	extends atomic.Int64
-	mu      sync.Mutex
-	extend  func(ctx context.Context) (bool, error) // replaces the node's answer when set
-}
-
-func (c *countingBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	c.extends.Add(1)
-	c.mu.Lock()
-	f := c.extend
-	c.mu.Unlock()
-	if f != nil {
-		return f(ctx)
-	}
-	return c.Backend.Extend(ctx, key, token, ttl)
-}
-
-func (c *countingBackend) setExtend(f func(ctx context.Context) (bool, error)) {
-	c.mu.Lock()
-	c.extend = f
-	c.mu.Unlock()
-}
-
-func counting(bs []redlock.Backend) ([]redlock.Backend, []*countingBackend) {
-	out := make([]redlock.Backend, len(bs))
-	cs := make([]*countingBackend, len(bs))
-	for i, b := range bs {
-		cs[i] = &countingBackend{Backend: b}
-		out[i] = cs[i]
-	}
-	return out, cs
-}
+// extends counts the extensions that reached n.
+func extends(n *fakenode.Node) int64 { return int64(n.Calls(fakenode.Extend)) }
 
 func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
 	_, bs := minis(t, 3)
-	cb, cs := counting(bs)
+	cb, cs := onAcquire(bs, nil)
 	r, err := redlock.New(cb, redlock.WithTTL(2*time.Second), redlock.WithRenewEvery(10*time.Millisecond))
 	require.NoError(t, err)
 	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
 		// Wait for a few heartbeats, however slowly the machine runs them.
-		for cs[0].extends.Load() < 3 {
+		for extends(cs[0]) < 3 {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)
@@ -180,9 +148,9 @@ func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	after := cs[0].extends.Load()
+	after := extends(cs[0])
 	time.Sleep(50 * time.Millisecond) // five heartbeat periods
-	assert.Equal(t, after, cs[0].extends.Load(), "no extension after Do returned")
+	assert.Equal(t, after, extends(cs[0]), "no extension after Do returned")
 }
 
 // TestDoLostLockCancelsFn: the keys vanish from a majority of the nodes
@@ -190,7 +158,7 @@ func TestDoHeartbeatExtendsAndStopsWhenFnReturns(t *testing.T) {
 // fails on quorum and fn's context is cancelled with ErrLockLost.
 func TestDoLostLockCancelsFn(t *testing.T) {
 	ms, bs := minis(t, 3)
-	cb, cs := counting(bs)
+	cb, cs := onAcquire(bs, nil)
 	var events []redlock.Event
 	var mu sync.Mutex
 	obs := redlock.ObserverFunc(func(e redlock.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
@@ -198,7 +166,7 @@ func TestDoLostLockCancelsFn(t *testing.T) {
 	require.NoError(t, err)
 	var cause error
 	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
-		before := cs[0].extends.Load()
+		before := extends(cs[0])
 		ms[0].Del("k")
 		ms[1].Del("k")
 		select {
@@ -206,7 +174,7 @@ func TestDoLostLockCancelsFn(t *testing.T) {
 			cause = context.Cause(ctx)
 			// Within one heartbeat: the round in flight when the keys
 			// vanished (which may still have succeeded) and the next.
-			assert.LessOrEqual(t, cs[0].extends.Load()-before, int64(2), "extension rounds before fn was cancelled")
+			assert.LessOrEqual(t, extends(cs[0])-before, int64(2), "extension rounds before fn was cancelled")
 			return ctx.Err()
 		case <-time.After(watchdog):
 			return errors.New("fn was not cancelled")
@@ -234,10 +202,16 @@ func TestDoLostLockCancelsFn(t *testing.T) {
 // when validity runs out, without waiting for the extension.
 func TestDoValidityRunsOutWhileAnExtensionHangs(t *testing.T) {
 	_, bs := minis(t, 3)
-	cb, cs := counting(bs)
+	cb, cs := onAcquire(bs, nil)
 	unblock := make(chan struct{})
 	for _, c := range cs {
-		c.setExtend(func(context.Context) (bool, error) { <-unblock; return false, errors.New("late") })
+		c.SetHook(func(ctx context.Context, call fakenode.Call) fakenode.Result {
+			if call.Op != fakenode.Extend {
+				return call.Send(ctx)
+			}
+			<-unblock // hangs, ignoring its context
+			return fakenode.Result{Err: errors.New("late")}
+		})
 	}
 	r, err := redlock.New(cb, redlock.WithTTL(200*time.Millisecond), redlock.WithRenewEvery(10*time.Millisecond))
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package redlock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,9 +14,8 @@ import (
 // round took that long. The fan-out is concurrent, so only node 0 moves
 // the clock: the round takes d in all.
 func slowNodes(bs []redlock.Backend, clk *fakeClock, d time.Duration) []redlock.Backend {
-	hb, hs := hooked(bs)
-	hs[0].before = func(context.Context) error { clk.Advance(d); return nil }
-	return hb
+	nodes, _ := onAcquire(bs, func() { clk.Advance(d) })
+	return nodes
 }
 
 func TestValidityArithmetic(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/quorumlock/redlock"
 
 	"github.com/quorumlock/redlock/internal/exclusion"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/latencyproxy"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -298,11 +299,10 @@ func faultKillThree(t *testing.T, fc *faultCluster) {
 	assert.Zero(t, st.Unavailable, "all five masters are back")
 }
 
-// faultPauseOnAcquire holds the first Acquire of key on its node until the test
-// has frozen that node, then sends it: the freeze lands in the middle of
-// the acquisition, with the other nodes' SETs in flight.
-type faultPauseOnAcquire struct {
-	redlock.Backend
+// pauseOnAcquire is a fake node's hook that holds the first Acquire of
+// key until the test has frozen that node, then sends it: the freeze lands
+// in the middle of the acquisition, with the other nodes' SETs in flight.
+type pauseOnAcquire struct {
 	key     string
 	arrived chan struct{} // closed when the Acquire arrived
 	paused  chan struct{} // closed by the test once the node is frozen
@@ -310,9 +310,9 @@ type faultPauseOnAcquire struct {
 	sent    atomic.Bool // the SET really went to the frozen node
 }
 
-func (p *faultPauseOnAcquire) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+func (p *pauseOnAcquire) hook(ctx context.Context, c fakenode.Call) fakenode.Result {
 	first := false
-	if key == p.key {
+	if c.Op == fakenode.Acquire && c.Key == p.key {
 		p.once.Do(func() { first = true })
 	}
 	if first {
@@ -320,11 +320,11 @@ func (p *faultPauseOnAcquire) Acquire(ctx context.Context, key, token string, tt
 		select {
 		case <-p.paused:
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return fakenode.Result{Err: ctx.Err()}
 		}
 		p.sent.Store(true)
 	}
-	return p.Backend.Acquire(ctx, key, token, ttl)
+	return c.Send(ctx)
 }
 
 // faultPauseMidAcquisition freezes a master while an acquisition is in
@@ -333,8 +333,10 @@ func (p *faultPauseOnAcquire) Acquire(ctx context.Context, key, token string, tt
 func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 	const key = "pause"
 	bs := fc.backends(t)
-	p := &faultPauseOnAcquire{Backend: bs[0], key: key, arrived: make(chan struct{}), paused: make(chan struct{})}
-	bs[0] = p
+	p := &pauseOnAcquire{key: key, arrived: make(chan struct{}), paused: make(chan struct{})}
+	n := fakenode.Wrap(bs[0])
+	n.SetHook(p.hook)
+	bs[0] = fakenode.Plain(n)
 	// The node timeout must cover freezing the node (docker pause is not
 	// instant) for the SET to reach it frozen, and stay far below the TTL.
 	lk := fc.locker(t, bs, redlock.WithTTL(10*time.Second), redlock.WithNodeTimeout(time.Second), redlock.WithStrategy(redlock.Reject()))

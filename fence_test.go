@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -10,11 +9,10 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-var errInjected = errors.New("injected failure")
 
 // A fault is what a flaky node does to the calls of one acquisition.
 type fault int32
@@ -27,9 +25,10 @@ const (
 	fakeRaise       // fence raises claim success and do nothing: the plain-maximum scheme
 )
 
-// flaky wraps a fencing Backend and injects a fault.
+// flaky is a fake node (fencing, not notifying) whose calls suffer one
+// fault at a time.
 type flaky struct {
-	redlock.Backend
+	node   *fakenode.Node
 	fault  atomic.Int32
 	plain  bool         // every raise claims success and does nothing
 	raises atomic.Int64 // raises that reached the node
@@ -38,57 +37,35 @@ type flaky struct {
 func (f *flaky) set(x fault)     { f.fault.Store(int32(x)) }
 func (f *flaky) is(x fault) bool { return fault(f.fault.Load()) == x }
 
-func (f *flaky) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if f.is(down) {
-		return false, errInjected
-	}
-	return f.Backend.Acquire(ctx, key, token, ttl)
-}
-
-func (f *flaky) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
-	if f.is(down) {
-		return false, 0, errInjected
-	}
-	ok, c, err := f.Backend.(redlock.Fencer).AcquireFenced(ctx, key, token, ttl)
-	if f.is(lostReply) && err == nil {
-		return false, 0, context.DeadlineExceeded
-	}
-	return ok, c, err
-}
-
-func (f *flaky) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+// hook injects the current fault into a call.
+func (f *flaky) hook(ctx context.Context, c fakenode.Call) fakenode.Result {
+	failed := fakenode.Result{Err: fakenode.ErrInjected}
 	switch {
-	case f.plain && !f.is(down):
-		return true, nil
-	case f.is(down), f.is(noRaise):
-		return false, errInjected
-	case f.is(fakeRaise):
-		return true, nil
+	case c.Op == fakenode.RaiseFence && f.plain && !f.is(down):
+		return fakenode.Result{OK: true}
+	case f.is(down):
+		return failed
+	case c.Op == fakenode.RaiseFence && f.is(noRaise):
+		return failed
+	case c.Op == fakenode.RaiseFence && f.is(fakeRaise):
+		return fakenode.Result{OK: true}
+	case c.Op == fakenode.RaiseFence:
+		f.raises.Add(1)
 	}
-	f.raises.Add(1)
-	return f.Backend.(redlock.Fencer).RaiseFence(ctx, key, token, fence)
-}
-
-func (f *flaky) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
-	if f.is(down) {
-		return false, errInjected
+	r := c.Send(ctx)
+	if c.Op == fakenode.AcquireFenced && f.is(lostReply) && r.Err == nil {
+		return fakenode.Result{Err: context.DeadlineExceeded}
 	}
-	return f.Backend.Release(ctx, key, token, announce)
-}
-
-func (f *flaky) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if f.is(down) {
-		return false, errInjected
-	}
-	return f.Backend.Extend(ctx, key, token, ttl)
+	return r
 }
 
 func flakies(bs []redlock.Backend) ([]redlock.Backend, []*flaky) {
 	out := make([]redlock.Backend, len(bs))
 	fs := make([]*flaky, len(bs))
 	for i, b := range bs {
-		fs[i] = &flaky{Backend: b}
-		out[i] = fs[i]
+		fs[i] = &flaky{node: fakenode.Wrap(b)}
+		fs[i].node.SetHook(fs[i].hook)
+		out[i] = fakenode.Silent(fs[i].node)
 	}
 	return out, fs
 }
@@ -135,7 +112,7 @@ func TestFencingSingle(t *testing.T) {
 
 func TestFencingNeedsFencers(t *testing.T) {
 	_, bs := minis(t, 3)
-	hb, _ := hooked(bs) // hookBackend does not implement Fencer
+	hb, _ := onAcquire(bs, nil) // plain Backends: no Fencer
 	_, err := redlock.New(hb, redlock.WithFencing())
 	assert.ErrorIs(t, err, redlock.ErrInvalid)
 	_, err = redlock.NewSingle(hb[0], redlock.WithFencing())

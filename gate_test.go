@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumlock/redlock"
 
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,32 +32,11 @@ func TestGateIsChosenByNameNotOrder(t *testing.T) {
 	assert.Greater(t, len(seen), 1, "keys spread over the nodes")
 }
 
-// countingNode counts acquisitions reaching a go-redis node, keeping its
-// Notifier.
-type countingNode struct {
-	redlock.Backend
-	acquires atomic.Int64
-}
-
-func (c *countingNode) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	c.acquires.Add(1)
-	return c.Backend.Acquire(ctx, key, token, ttl)
-}
-
-func (c *countingNode) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
-	return c.Backend.(redlock.Notifier).Notify(ctx, key, released)
-}
-
 // TestWokenWaiterRefusedByTheGateTouchesNoOtherNode: the key is still held
 // on the gate when a waiter is woken; it asks the gate alone.
 func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	ms, bs := minis(t, 3)
-	cs := make([]*countingNode, len(bs))
-	nodes := make([]redlock.Backend, len(bs))
-	for i, b := range bs {
-		cs[i] = &countingNode{Backend: b}
-		nodes[i] = cs[i]
-	}
+	nodes, cs := fakenode.WrapAll(bs)
 	gate := redlock.GateFor("k", nodes)
 	obs, waitFailures := waitingFor(t)
 	r, err := redlock.New(nodes, redlock.WithObserver(obs))
@@ -79,9 +59,9 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	// (which catches a release before the subscription). Only then is the
 	// waiter idle, waiting for a notification.
 	waitFailures(2)
-	before := make([]int64, len(cs))
+	before := make([]int, len(cs))
 	for i, c := range cs {
-		before[i] = c.acquires.Load()
+		before[i] = c.Calls(fakenode.Acquire)
 	}
 
 	// Released everywhere but on the gate, announced everywhere.
@@ -93,10 +73,10 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	for _, m := range ms {
 		m.Publish(redlock.ReleaseChannel("k"), "")
 	}
-	testwait.Until(t, `cs[gate].acquires.Load() > before[gate]`, func() bool { return cs[gate].acquires.Load() > before[gate] })
+	testwait.Until(t, `cs[gate].Calls(fakenode.Acquire) > before[gate]`, func() bool { return cs[gate].Calls(fakenode.Acquire) > before[gate] })
 	for i, c := range cs {
 		if i != gate {
-			assert.Equal(t, before[i], c.acquires.Load(), "node %d was not asked", i)
+			assert.Equal(t, before[i], c.Calls(fakenode.Acquire), "node %d was not asked", i)
 		}
 	}
 

@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/goredis"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -95,40 +96,22 @@ func (c *fakeClock) Delays() []time.Duration {
 	return append([]time.Duration(nil), c.delays...)
 }
 
-// hookBackend wraps a Backend and runs a hook before every acquire, to
-// count attempts, inject latency or fail a node.
-type hookBackend struct {
-	redlock.Backend
-	mu       sync.Mutex
-	acquires int
-	before   func(ctx context.Context) error
-}
-
-func (h *hookBackend) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	h.mu.Lock()
-	h.acquires++
-	before := h.before
-	h.mu.Unlock()
+// onAcquire wraps bs in fake nodes that hide Fencer and Notifier (plain
+// Backends), and runs before, when set, ahead of every Acquire on node 0.
+// It returns the lockers' nodes and the fakes, to count calls.
+func onAcquire(bs []redlock.Backend, before func()) ([]redlock.Backend, []*fakenode.Node) {
+	_, ns := fakenode.WrapAll(bs)
+	out := make([]redlock.Backend, len(ns))
+	for i, n := range ns {
+		out[i] = fakenode.Plain(n)
+	}
 	if before != nil {
-		if err := before(ctx); err != nil {
-			return false, err
-		}
+		ns[0].SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+			if c.Op == fakenode.Acquire {
+				before()
+			}
+			return c.Send(ctx)
+		})
 	}
-	return h.Backend.Acquire(ctx, key, token, ttl)
-}
-
-func (h *hookBackend) Acquires() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.acquires
-}
-
-func hooked(bs []redlock.Backend) ([]redlock.Backend, []*hookBackend) {
-	out := make([]redlock.Backend, len(bs))
-	hs := make([]*hookBackend, len(bs))
-	for i, b := range bs {
-		hs[i] = &hookBackend{Backend: b}
-		out[i] = hs[i]
-	}
-	return out, hs
+	return out, ns
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/fakenode"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -49,7 +50,7 @@ func TestTokensAreUniquePerAcquisition(t *testing.T) {
 
 func TestRejectFailsAtOnce(t *testing.T) {
 	ms, bs := minis(t, 1)
-	hb, hs := hooked(bs)
+	hb, hs := onAcquire(bs, nil)
 	clk := newFakeClock()
 	s, err := redlock.NewSingle(hb[0], redlock.WithStrategy(redlock.Reject()), redlock.WithClock(clk))
 	require.NoError(t, err)
@@ -59,7 +60,7 @@ func TestRejectFailsAtOnce(t *testing.T) {
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.NotErrorIs(t, err, redlock.ErrTimeout)
 	assert.NotErrorIs(t, err, redlock.ErrUnavailable)
-	assert.Equal(t, 1, hs[0].Acquires())
+	assert.Equal(t, 1, hs[0].Calls(fakenode.Acquire))
 	assert.Empty(t, clk.Delays())
 	v, _ := ms[0].Get("k")
 	assert.Equal(t, "someone-else", v, "a refused attempt must not touch the holder's key")
@@ -67,7 +68,7 @@ func TestRejectFailsAtOnce(t *testing.T) {
 
 func TestRetryDelaysDoubleThenTimeout(t *testing.T) {
 	ms, bs := minis(t, 1)
-	hb, hs := hooked(bs)
+	hb, hs := onAcquire(bs, nil)
 	clk := newFakeClock()
 	s, err := redlock.NewSingle(hb[0], redlock.WithClock(clk)) // default Retry(3, 100ms)
 	require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestRetryDelaysDoubleThenTimeout(t *testing.T) {
 	require.ErrorAs(t, err, &qe)
 	assert.Equal(t, ms[0].Addr(), qe.Failed[0].Node)
 	assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, clk.Delays())
-	assert.Equal(t, 4, hs[0].Acquires(), "one attempt plus three retries")
+	assert.Equal(t, 4, hs[0].Calls(fakenode.Acquire), "one attempt plus three retries")
 }
 
 func TestRetryCustomDelays(t *testing.T) {
@@ -162,7 +163,15 @@ func TestRollbackAfterPartialAcquisition(t *testing.T) {
 
 func TestRollbackReachesNodesThatTimedOut(t *testing.T) {
 	ms, bs := minis(t, 3)
-	bs[0] = &lateReply{Backend: bs[0]}
+	late := fakenode.Wrap(bs[0]) // sets the key, then the reply is lost
+	late.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+		r := c.Send(ctx)
+		if c.Op == fakenode.Acquire && r.Err == nil {
+			return fakenode.Result{Err: context.DeadlineExceeded}
+		}
+		return r
+	})
+	bs[0] = fakenode.Plain(late)
 	require.NoError(t, ms[1].Set("k", "other"))
 	require.NoError(t, ms[2].Set("k", "other"))
 	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()))
@@ -170,17 +179,6 @@ func TestRollbackReachesNodesThatTimedOut(t *testing.T) {
 	_, err = r.Lock(t.Context(), "k")
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.False(t, ms[0].Exists("k"), "a node whose reply was lost may hold our key: it must be released too")
-}
-
-// lateReply sets the key and then reports a timeout, as when a reply is
-// lost on the way back.
-type lateReply struct{ redlock.Backend }
-
-func (l *lateReply) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if _, err := l.Backend.Acquire(ctx, key, token, ttl); err != nil {
-		return false, err
-	}
-	return false, context.DeadlineExceeded
 }
 
 func TestReleaseNeverDeletesNewHoldersKey(t *testing.T) {

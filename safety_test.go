@@ -19,6 +19,7 @@ import (
 	"github.com/quorumlock/redlock"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
@@ -26,55 +27,50 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// lateBackend delivers commands late: while late is set, Acquire and
-// Release do not reach the node; the caller gets a timeout, as after a
-// network that holds its packets, and the command is kept to be delivered
-// by deliver, after the caller gave up, as TCP delivers data in flight.
-type lateBackend struct {
-	redlock.Backend
+// lateDelivery is a fault for a fake node: while late is set, its Acquire
+// and Release calls do not reach the node; the caller gets a timeout, as
+// after a network that holds its packets, and the calls are kept to be
+// delivered by deliver, after the caller gave up, as TCP delivers data in
+// flight.
+type lateDelivery struct {
 	mu      sync.Mutex
 	late    bool
-	pending []func()
+	pending []fakenode.Call
 }
 
-func (b *lateBackend) hold(f func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.late {
-		return false
+// lateNode wraps b with a lateDelivery, late from the start.
+func lateNode(b redlock.Backend) (redlock.Backend, *lateDelivery) {
+	d := &lateDelivery{late: true}
+	n := fakenode.Wrap(b)
+	n.SetHook(d.hook)
+	return fakenode.Plain(n), d
+}
+
+func (d *lateDelivery) hook(ctx context.Context, c fakenode.Call) fakenode.Result {
+	d.mu.Lock()
+	if d.late && (c.Op == fakenode.Acquire || c.Op == fakenode.Release) {
+		d.pending = append(d.pending, c)
+		d.mu.Unlock()
+		return fakenode.Result{Err: context.DeadlineExceeded}
 	}
-	b.pending = append(b.pending, f)
-	return true
+	d.mu.Unlock()
+	return c.Send(ctx)
 }
 
-func (b *lateBackend) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if b.hold(func() { _, _ = b.Backend.Acquire(context.Background(), key, token, ttl) }) {
-		return false, context.DeadlineExceeded
-	}
-	return b.Backend.Acquire(ctx, key, token, ttl)
+// onTime stops holding calls; deliver then sends the held ones.
+func (d *lateDelivery) onTime() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.late = false
 }
 
-func (b *lateBackend) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
-	if b.hold(func() { _, _ = b.Backend.Release(context.Background(), key, token, announce) }) {
-		return false, context.DeadlineExceeded
-	}
-	return b.Backend.Release(ctx, key, token, announce)
-}
-
-// onTime stops holding commands; deliver then sends the held ones.
-func (b *lateBackend) onTime() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.late = false
-}
-
-func (b *lateBackend) deliver() {
-	b.mu.Lock()
-	pending := b.pending
-	b.pending = nil
-	b.mu.Unlock()
-	for _, f := range pending {
-		f()
+func (d *lateDelivery) deliver() {
+	d.mu.Lock()
+	pending := d.pending
+	d.pending = nil
+	d.mu.Unlock()
+	for _, c := range pending {
+		c.Send(context.Background())
 	}
 }
 
@@ -99,8 +95,10 @@ func holdersOf(t *testing.T, ms []*miniredis.Miniredis, key, token string) int {
 // believed it held the lock, and a second client took the lock.
 func TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock(t *testing.T) {
 	ms, bs := minis(t, 3)
-	slow := []*lateBackend{{Backend: bs[1], late: true}, {Backend: bs[2], late: true}}
-	nodes := []redlock.Backend{bs[0], slow[0], slow[1]}
+	slow1, d1 := lateNode(bs[1])
+	slow2, d2 := lateNode(bs[2])
+	slow := []*lateDelivery{d1, d2}
+	nodes := []redlock.Backend{bs[0], slow1, slow2}
 	var attempts atomic.Int32
 	strategy := strategyFunc(func(retry int) (time.Duration, bool) {
 		if retry > 0 {
@@ -283,9 +281,14 @@ func TestOwnRollbackDoesNotWakeTheCaller(t *testing.T) {
 			clk := hybridClock{newFakeClock()}
 			nodes := make([]redlock.Backend, len(bs))
 			for i, b := range bs {
-				h := &hookBackend{Backend: b}
-				h.before = func(context.Context) error { clk.Advance(33 * time.Millisecond); return nil }
-				nodes[i] = notifyingHook{h}
+				n := fakenode.Wrap(b) // keeps Notifier: releases are announced
+				n.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+					if c.Op == fakenode.Acquire {
+						clk.Advance(33 * time.Millisecond)
+					}
+					return c.Send(ctx)
+				})
+				nodes[i] = n
 			}
 			var attempts atomic.Int64
 			count := redlock.ObserverFunc(func(e redlock.Event) {
@@ -305,13 +308,6 @@ func TestOwnRollbackDoesNotWakeTheCaller(t *testing.T) {
 			assert.EqualValues(t, want, attempts.Load(), "attempts")
 		})
 	}
-}
-
-// notifyingHook is a hookBackend that still announces releases.
-type notifyingHook struct{ *hookBackend }
-
-func (h notifyingHook) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
-	return h.Backend.(redlock.Notifier).Notify(ctx, key, released)
 }
 
 // TestReleaseWithoutPublish is finding 8 on miniredis: with hand-off off
