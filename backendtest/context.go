@@ -47,7 +47,7 @@ func (n *node) ops() []op {
 			}})
 	}
 	if nf, ok := n.b.(redlock.Notifier); ok {
-		ops = append(ops, op{"Notify", func(ctx context.Context) error { return notifyCall(nf, ctx, key()) }})
+		ops = append(ops, op{"Notify", func(ctx context.Context) error { return notifyCall(ctx, nf, key()) }})
 	}
 	return ops
 }

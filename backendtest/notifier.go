@@ -169,7 +169,7 @@ var notifierChecks = []check{
 }
 
 // notifyCall runs Notify with ctx and stops a subscription it may return.
-func notifyCall(nf redlock.Notifier, ctx context.Context, key string) error {
+func notifyCall(ctx context.Context, nf redlock.Notifier, key string) error {
 	stop, err := nf.Notify(ctx, key, func(string) {})
 	if stop != nil {
 		stop()
