@@ -1,0 +1,94 @@
+package backendtest_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+// TestMain checks that no goroutine outlives the tests: not the suite's,
+// not the adapter's once its clients are closed.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newBackend is the only place that names the go-redis adapter under
+// test (rename it here when the adapter moves).
+func newBackend(c *redis.Client) redlock.Backend { return redlock.NewBackend(c) }
+
+// client returns a go-redis client for addr as the adapter requires it
+// (context deadlines honoured, no automatic resend), closed when the test
+// ends.
+func client(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// miniTarget is a fresh miniredis behind a fault proxy: its clock moves
+// only by Elapse, and Stall holds the proxy's traffic.
+type miniTarget struct {
+	m *miniredis.Miniredis
+	p *faultproxy.Proxy
+	c *redis.Client
+}
+
+func openMini(t *testing.T) miniTarget {
+	m := miniredis.RunT(t)
+	p, err := faultproxy.New(m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return miniTarget{m: m, p: p, c: client(t, p.Addr())}
+}
+
+func (mt miniTarget) target(b redlock.Backend) backendtest.Target {
+	return backendtest.Target{
+		Backend: b,
+		Elapse:  mt.m.FastForward,
+		Stall: func() func() {
+			mt.p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+			return func() { mt.p.Set(faultproxy.Fault{Kind: faultproxy.Pass}) }
+		},
+	}
+}
+
+// TestMiniredis runs the suite against the go-redis adapter over a fresh
+// miniredis per subtest.
+func TestMiniredis(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) backendtest.Target {
+		mt := openMini(t)
+		return mt.target(newBackend(mt.c))
+	})
+}
+
+// TestRedisServer runs the suite against the go-redis adapter over one
+// real redis-server shared by every subtest, on real time (short TTLs),
+// stalled with SIGSTOP.
+func TestRedisServer(t *testing.T) {
+	s := redistest.Start(t, 1).Servers[0]
+	backendtest.Run(t, func(t *testing.T) backendtest.Target {
+		return backendtest.Target{
+			Backend: newBackend(client(t, s.Addr())),
+			Stall: func() func() {
+				if err := s.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				return func() {
+					if err := s.Resume(); err != nil {
+						t.Error(err)
+					}
+				}
+			},
+		}
+	})
+}
