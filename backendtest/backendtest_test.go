@@ -10,8 +10,8 @@ import (
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/faultproxy"
-	"github.com/quorumlock/redlock/internal/redistest"
 )
 
 // TestMain checks that no goroutine outlives the tests: not the suite's,
@@ -20,9 +20,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newBackend is the only place that names the go-redis adapter under
-// test (rename it here when the adapter moves).
-func newBackend(c *redis.Client) redlock.Backend { return redlock.NewBackend(c) }
+// newBackend is the correct adapter the broken ones wrap: go-redis.
+func newBackend(c *redis.Client) redlock.Backend {
+	b, err := goredis.New(c)
+	if err != nil {
+		panic(err) // the clients of these tests are built valid
+	}
+	return b
+}
 
 // client returns a go-redis client for addr as the adapter requires it
 // (context deadlines honoured, no automatic resend), closed when the test
@@ -60,35 +65,4 @@ func (mt miniTarget) target(b redlock.Backend) backendtest.Target {
 			return func() { mt.p.Set(faultproxy.Fault{Kind: faultproxy.Pass}) }
 		},
 	}
-}
-
-// TestMiniredis runs the suite against the go-redis adapter over a fresh
-// miniredis per subtest.
-func TestMiniredis(t *testing.T) {
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		mt := openMini(t)
-		return mt.target(newBackend(mt.c))
-	})
-}
-
-// TestRedisServer runs the suite against the go-redis adapter over one
-// real redis-server shared by every subtest, on real time (short TTLs),
-// stalled with SIGSTOP.
-func TestRedisServer(t *testing.T) {
-	s := redistest.Start(t, 1).Servers[0]
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		return backendtest.Target{
-			Backend: newBackend(client(t, s.Addr())),
-			Stall: func() func() {
-				if err := s.Pause(); err != nil {
-					t.Fatal(err)
-				}
-				return func() {
-					if err := s.Resume(); err != nil {
-						t.Error(err)
-					}
-				}
-			},
-		}
-	})
 }
