@@ -47,29 +47,6 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	return lock, err
 }
 
-// waiter is one Lock call: its attempts (attempt.go), the waiting between
-// them, and what its failed attempts may have left on the nodes.
-//
-// Attempts come (1) at once, unless others of this process already wait
-// for the key (see queueFirst); (2) whenever a backoff delay runs out,
-// whatever the waiter's place in line, so every waiter makes its own
-// attempts within its strategy's delays and ErrTimeout always means that
-// the last one found the key held; (3) with hand-off, when a release wakes
-// the waiter (notify.go): such attempts are extra and do not count as
-// retries.
-type waiter struct {
-	scope
-	ctx context.Context
-
-	attempts  int
-	last      []error    // what each node said to the last attempt
-	leftovers []leftover // SETs of failed attempts that may still hold a node
-	watched   bool       // subscribing was tried (once per call)
-	wake      *wakeup    // release announcements, once subscribed
-	unwatch   func()
-	gate      int // the hand-off gate for woken attempts (gate.go), or -1
-}
-
 // run makes attempts until one succeeds or the strategy gives up.
 func (w *waiter) run() (*Lock, error) {
 	if w.ctx.Err() != nil { // nothing is sent for a call that is already over

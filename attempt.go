@@ -7,6 +7,30 @@ import (
 	"github.com/google/uuid"
 )
 
+// waiter is one Lock call: its attempts (this file), the waiting between
+// them (acquire.go), and what its failed attempts may have left on the
+// nodes.
+//
+// Attempts come (1) at once, unless others of its locker already wait for
+// the key (see queueFirst); (2) whenever a backoff delay runs out,
+// whatever the waiter's place in line, so every waiter makes its own
+// attempts within its strategy's delays and ErrTimeout always means that
+// the last one found the key held; (3) with hand-off, when a release wakes
+// the waiter (notify.go): such attempts are extra and do not count as
+// retries.
+type waiter struct {
+	scope
+	ctx context.Context
+
+	attempts  int
+	last      []error    // what each node said to the last attempt
+	leftovers []leftover // SETs of failed attempts that may still hold a node
+	watched   bool       // subscribing was tried (once per call)
+	wake      *wakeup    // release announcements, once subscribed
+	unwatch   func()
+	gate      int // the hand-off gate for woken attempts (gate.go), or -1
+}
+
 // newToken draws the random value one attempt stores under the key.
 func newToken() string { return uuid.NewString() }
 

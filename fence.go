@@ -5,16 +5,6 @@ import (
 	"fmt"
 )
 
-// WithFencing makes every acquisition issue a fencing token,
-// (*Lock).Fence, strictly greater than every earlier holder's of the same
-// key, for the protected resource to refuse writes from a stale holder (one
-// that paused past its validity). Every node must implement Fencer, or New,
-// NewSingle and Lock return ErrInvalid. Over N nodes the token takes a
-// second round on the nodes whose counter is behind; docs/fencing.md has
-// the scheme, the proof that tokens strictly increase, and what it rests
-// on: counters that survive restarts (AOF with appendfsync always).
-func WithFencing() Option { return func(c *config) { c.fencing = true } }
-
 // fence runs round 2 of the scheme (docs/fencing.md) after round 1 (r, with the
 // counters the nodes returned) reached a quorum. It returns the token, or
 // an error when too few nodes have their counter at least that high:

@@ -95,13 +95,6 @@ type Event struct {
 // Default none: nothing is reported or logged.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// observe reports e when an observer is set.
-func (c *config) observe(e Event) {
-	if c.observer != nil {
-		c.observer.Observe(e)
-	}
-}
-
 // SlogObserver returns an Observer that logs every event to l as a
 // structured record: contention, successful acquisitions, extensions and
 // releases at Debug; failed acquisitions at Info when the lock was busy

@@ -93,6 +93,16 @@ func WithRenewEvery(d time.Duration) Option {
 // whether or not this option is given.
 func WithAutoRenew() Option { return func(c *config) { c.autoRenew = true } }
 
+// WithFencing makes every acquisition issue a fencing token,
+// (*Lock).Fence, strictly greater than every earlier holder's of the same
+// key, for the protected resource to refuse writes from a stale holder (one
+// that paused past its validity). Every node must implement Fencer, or New,
+// NewSingle and Lock return ErrInvalid. Over N nodes the token takes a
+// second round on the nodes whose counter is behind; docs/fencing.md has
+// the scheme, the proof that tokens strictly increase, and what it rests
+// on: counters that survive restarts (AOF with appendfsync always).
+func WithFencing() Option { return func(c *config) { c.fencing = true } }
+
 // WithHandoff switches release notifications on (the default) or off.
 // With them on, a waiter under the Retry strategy whose nodes support
 // them (see Notifier; the go-redis adapter does) retries as soon as the
@@ -223,4 +233,30 @@ func (c *config) validateTTL(ttl time.Duration) error {
 		return invalidf("TTL %v minus the drift allowance %v leaves no room for the node timeout %v", ttl, d, t)
 	}
 	return nil
+}
+
+// checkNodes validates a node list for New and NewSingle.
+func checkNodes(nodes []Backend) error {
+	if len(nodes) == 0 {
+		return invalidf("no nodes")
+	}
+	seen := make(map[string]int, len(nodes))
+	for i, b := range nodes {
+		if b == nil {
+			return invalidf("node %d is nil", i)
+		}
+		name := b.Name()
+		if j, dup := seen[name]; dup {
+			return invalidf("nodes %d and %d are the same node %q", j, i, name)
+		}
+		seen[name] = i
+	}
+	return nil
+}
+
+// observe reports e when an observer is set.
+func (c *config) observe(e Event) {
+	if c.observer != nil {
+		c.observer.Observe(e)
+	}
 }

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 )
@@ -13,29 +12,6 @@ import (
 // lost nodes; N = 4 also needs 3 and so survives only one, which is why odd
 // N is preferred: the extra even node adds cost and no tolerance.
 func quorum(n int) int { return n/2 + 1 }
-
-// driftFor is the clock-drift allowance: ttl·factor plus 2 ms for the
-// millisecond granularity of Redis expiry. Nodes whose clocks run faster
-// than ours by more than this break the safety argument. An allowance too
-// large for a Duration saturates (and leaves no validity) instead of
-// wrapping around to a negative one.
-func driftFor(ttl time.Duration, factor float64) time.Duration {
-	const granularity = 2 * time.Millisecond
-	d := float64(ttl) * factor
-	if d >= float64(math.MaxInt64-granularity) {
-		return math.MaxInt64
-	}
-	return time.Duration(d) + granularity
-}
-
-// validity is what is left of a lock whose keys were set with ttl during a
-// round that took elapsed: TTL − elapsed − drift. Every node's key was set
-// after the round started, so each lives at least until start + ttl on the
-// node's clock; we claim only start + ttl − drift on ours. Only a positive
-// validity grants the lock.
-func validity(ttl, elapsed, drift time.Duration) time.Duration {
-	return ttl - elapsed - drift
-}
 
 // scope is what every round of one call shares: the key, the nodes the
 // round asks, and the call's configuration.
@@ -123,23 +99,4 @@ func (s scope) releaseAll(ctx context.Context, token string) round {
 		func(ctx context.Context, _ int, b Backend) (bool, error) {
 			return b.Release(ctx, s.key, token, announce)
 		})
-}
-
-// checkNodes validates a node list for New and NewSingle.
-func checkNodes(nodes []Backend) error {
-	if len(nodes) == 0 {
-		return invalidf("no nodes")
-	}
-	seen := make(map[string]int, len(nodes))
-	for i, b := range nodes {
-		if b == nil {
-			return invalidf("node %d is nil", i)
-		}
-		name := b.Name()
-		if j, dup := seen[name]; dup {
-			return invalidf("nodes %d and %d are the same node %q", j, i, name)
-		}
-		seen[name] = i
-	}
-	return nil
 }

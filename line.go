@@ -1,0 +1,87 @@
+package redlock
+
+import (
+	"slices"
+	"sync"
+)
+
+// A line is one locker's waiters for one key, in order of arrival. A
+// release wakes only the first of them: the others would only lose the
+// race to it (or to each other), each failed attempt costing a round to
+// every node and a rollback that wakes everyone again. Waking one per
+// locker keeps the herd as small as the number of lockers waiting (usually
+// one per process: build one Locker and share it), and makes waiters of
+// one locker take turns in arrival order. The others still attempt when
+// their backoff delays run out, so a slow first waiter delays them by at
+// most their delay.
+type line struct {
+	key     string
+	waiters []*wakeup
+}
+
+// lines holds one locker's lines that have waiters; a line is dropped
+// with its last waiter. Copies of a config share it.
+type lines struct {
+	mu sync.Mutex
+	m  map[string]*line
+}
+
+// waiting reports whether the locker has waiters in line for key. A new
+// Lock call then queues behind them instead of barging in with an attempt
+// of its own (see waiter.run): a worker that just released the key would
+// otherwise often take it straight back from the waiter its release woke,
+// and the line would not be a line.
+func (ls *lines) waiting(key string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.m[key] != nil
+}
+
+// join puts w, one of ls's waiters, at the end of the line for key.
+func (ls *lines) join(key string, w *wakeup) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.m == nil {
+		ls.m = map[string]*line{}
+	}
+	l := ls.m[key]
+	if l == nil {
+		l = &line{key: key}
+		ls.m[key] = l
+	}
+	l.waiters = append(l.waiters, w)
+	w.line = l
+}
+
+// first reports whether w is first in its line; a waiter that has not
+// joined one (it is still subscribing) is not.
+func (w *wakeup) first() bool {
+	w.lines.mu.Lock()
+	defer w.lines.mu.Unlock()
+	return w.line != nil && w.line.waiters[0] == w
+}
+
+// leave takes w out of its line. A first waiter that leaves with an unused
+// wake-up passes it on, so a release is not lost with it.
+func (w *wakeup) leave() {
+	ls := w.lines
+	ls.mu.Lock()
+	l := w.line
+	if l == nil {
+		ls.mu.Unlock()
+		return
+	}
+	w.line = nil
+	i := slices.Index(l.waiters, w)
+	l.waiters = slices.Delete(l.waiters, i, i+1)
+	var next *wakeup
+	if len(l.waiters) == 0 {
+		delete(ls.m, l.key)
+	} else if i == 0 {
+		next = l.waiters[0]
+	}
+	ls.mu.Unlock()
+	if next != nil && len(w.ch) > 0 {
+		next.wake()
+	}
+}
