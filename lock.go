@@ -43,7 +43,7 @@ func (l *Lock) Token() string { return l.token }
 // Fence returns the lock's fencing token: a number that is strictly
 // greater than that of every earlier holder of the key, to be sent along
 // with every write to the protected resource so it can refuse writes from
-// a holder that lost the lock without knowing (see fence.go and
+// a holder that lost the lock without knowing (see docs/fencing.md and
 // WithFencing). It is 0 when the lock was taken without WithFencing.
 func (l *Lock) Fence() int64 { return l.fence }
 

@@ -31,7 +31,7 @@ type config struct {
 	fencing     bool
 	noHandoff   bool
 	observer    Observer
-	lines       *lines // the locker's waiters (notify.go), shared by copies
+	lines       *lines // the locker's waiters (line.go), shared by copies
 }
 
 func defaultConfig() config {
@@ -109,7 +109,7 @@ func WithFencing() Option { return func(c *config) { c.fencing = true } }
 // holder releases instead of sleeping out its backoff delay, and the
 // waiters of one process for a key stand in line in arrival order (a new
 // call joins the line instead of barging in, and a release wakes the
-// first; see notify.go). Switching them off is for measuring the
+// first; see line.go). Switching them off is for measuring the
 // difference and for servers where PUBLISH/SUBSCRIBE is disabled: releases
 // then publish nothing.
 func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
