@@ -27,7 +27,7 @@ func benchLockers(b *testing.B, f func(b *testing.B, lk redlock.Locker)) {
 	c := redistest.Start(b, 7)
 	bs := make([]redlock.Backend, len(c.Servers))
 	for i, addr := range c.Addrs() {
-		bs[i] = node(b, client(b, addr))
+		bs[i] = node(b, redistest.Client(b, addr))
 	}
 	for _, n := range benchNodeCounts {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {

@@ -63,7 +63,7 @@ type faultCluster struct {
 func (fc *faultCluster) backends(t *testing.T) []redlock.Backend {
 	bs := make([]redlock.Backend, len(fc.addrs))
 	for i, addr := range fc.addrs {
-		bs[i] = node(t, client(t, addr))
+		bs[i] = node(t, redistest.Client(t, addr))
 	}
 	return bs
 }
@@ -368,7 +368,7 @@ func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 	require.NoError(t, r.err, "four of five masters granted it")
 	assert.True(t, p.sent.Load(), "the SET was sent to the frozen master")
 	for i, addr := range fc.addrs[1:] {
-		v, err := client(t, addr).Get(t.Context(), key).Result()
+		v, err := redistest.Client(t, addr).Get(t.Context(), key).Result()
 		require.NoError(t, err)
 		assert.Equal(t, r.l.Token(), v, "node %d holds our token", i+1)
 	}
@@ -536,7 +536,7 @@ func faultNetworkCut(t *testing.T, fc *faultCluster, what string, cut, heal func
 	}
 	hold(aStart.Add(ttl + ttl/2))
 	heal(t)
-	v, err := client(t, fc.addrs[0]).Get(t.Context(), key).Result()
+	v, err := redistest.Client(t, fc.addrs[0]).Get(t.Context(), key).Result()
 	if !errors.Is(err, redis.Nil) {
 		require.NoError(t, err)
 	}
@@ -571,11 +571,11 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	// the baseline and the slow case take the same path.
 	bs := make([]redlock.Backend, len(fc.proxied))
 	for i, addr := range fc.proxied {
-		bs[i] = node(t, client(t, addr))
+		bs[i] = node(t, redistest.Client(t, addr))
 	}
 	direct := make([]*redis.Client, len(fc.addrs)) // no forwarder, no latency
 	for i, addr := range fc.addrs {
-		direct[i] = client(t, addr)
+		direct[i] = redistest.Client(t, addr)
 	}
 	keysLeft := func() int {
 		n := 0

@@ -10,6 +10,7 @@ import (
 	"github.com/quorumlock/redlock"
 
 	"github.com/quorumlock/redlock/internal/fakenode"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -127,7 +128,7 @@ func TestRealServersHerdOfProcessesKeepsExclusion(t *testing.T) {
 	for range procs {
 		nodes := make([]redlock.Backend, len(c.Addrs()))
 		for i, addr := range c.Addrs() {
-			nodes[i] = node(t, client(t, addr)) // own clients, own locker: as another process
+			nodes[i] = node(t, redistest.Client(t, addr)) // own clients, own locker: as another process
 		}
 		r, err := redlock.New(nodes, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(10, 50*time.Millisecond)))
 		require.NoError(t, err)

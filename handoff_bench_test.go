@@ -64,7 +64,7 @@ func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 	for p := range lockers {
 		bs := make([]redlock.Backend, len(addrs))
 		for i, addr := range addrs {
-			bs[i] = node(b, client(b, addr)) // own clients and locker: another process
+			bs[i] = node(b, redistest.Client(b, addr)) // own clients and locker: another process
 		}
 		var err error
 		if len(bs) == 1 {

@@ -10,21 +10,13 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/fakenode"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// client returns a go-redis client for addr that honours context deadlines,
-// closed when the test ends.
-func client(t testing.TB, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
-		MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // node adapts c with the go-redis adapter.
@@ -46,7 +38,7 @@ func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []redlock.Backend) {
 	bs := make([]redlock.Backend, n)
 	for i := range ms {
 		ms[i] = miniredis.RunT(t)
-		bs[i] = node(t, client(t, ms[i].Addr()))
+		bs[i] = node(t, redistest.Client(t, ms[i].Addr()))
 	}
 	return ms, bs
 }

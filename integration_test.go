@@ -24,7 +24,7 @@ func realNodes(t *testing.T, n int) (*redisserver.Cluster, []redlock.Backend) {
 	c := redistest.Start(t, n)
 	bs := make([]redlock.Backend, n)
 	for i, addr := range c.Addrs() {
-		bs[i] = node(t, client(t, addr))
+		bs[i] = node(t, redistest.Client(t, addr))
 	}
 	return c, bs
 }

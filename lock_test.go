@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/fakenode"
+	"github.com/quorumlock/redlock/internal/redistest"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -316,7 +317,7 @@ func TestLockOptionsOverrideDefaults(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	ms, bs := minis(t, 3)
 	good := bs[0]
-	dup := node(t, client(t, ms[0].Addr()))
+	dup := node(t, redistest.Client(t, ms[0].Addr()))
 
 	ctors := []struct {
 		name  string

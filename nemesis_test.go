@@ -64,7 +64,7 @@ func nemesisProxies(t *testing.T, addrs []string) *nemesisNodes {
 		require.NoError(t, err)
 		t.Cleanup(func() { p.Close() })
 		n.proxies = append(n.proxies, p)
-		n.direct = append(n.direct, client(t, addr))
+		n.direct = append(n.direct, redistest.Client(t, addr))
 	}
 	return n
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,7 @@ func waitingFor(t *testing.T) (redlock.Observer, func(n int64)) {
 
 func TestReleasePublishes(t *testing.T) {
 	ms, bs := minis(t, 1)
-	ps := client(t, ms[0].Addr()).Subscribe(t.Context(), redlock.ReleaseChannel("k"))
+	ps := redistest.Client(t, ms[0].Addr()).Subscribe(t.Context(), redlock.ReleaseChannel("k"))
 	defer ps.Close()
 	_, err := ps.Receive(t.Context()) // the subscription is active
 	require.NoError(t, err)

@@ -314,7 +314,7 @@ func TestOwnRollbackDoesNotWakeTheCaller(t *testing.T) {
 // the release script does not publish at all.
 func TestReleaseWithoutPublish(t *testing.T) {
 	m, bs := minis(t, 1)
-	ps := client(t, m[0].Addr()).Subscribe(t.Context(), redlock.ReleaseChannel("k"))
+	ps := redistest.Client(t, m[0].Addr()).Subscribe(t.Context(), redlock.ReleaseChannel("k"))
 	defer ps.Close()
 	_, err := ps.Receive(t.Context()) // the subscription is active
 	require.NoError(t, err)
@@ -384,7 +384,7 @@ func TestCancelledLockSendsNothing(t *testing.T) {
 func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
 	c := redistest.Start(t, 1)
 	addr := c.Addrs()[0]
-	require.NoError(t, client(t, addr).Do(t.Context(),
+	require.NoError(t, redistest.Client(t, addr).Do(t.Context(),
 		"acl", "setuser", "locker", "on", ">secret", "~*", "&*", "+@all", "-publish").Err())
 	restricted := redis.NewClient(&redis.Options{Addr: addr, Username: "locker", Password: "secret",
 		ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -397,7 +397,7 @@ func TestRealServerReleaseWherePublishIsDenied(t *testing.T) {
 		l, err := s.Lock(t.Context(), "k")
 		require.NoError(t, err)
 		assert.NoError(t, l.Unlock(t.Context()), "hand-off %v: the release is not failed by its announcement", handoff)
-		assert.Zero(t, client(t, addr).Exists(t.Context(), "k").Val(), "hand-off %v: released", handoff)
+		assert.Zero(t, redistest.Client(t, addr).Exists(t.Context(), "k").Val(), "hand-off %v: released", handoff)
 	}
 }
 

@@ -2,7 +2,6 @@ package backendtest_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -12,6 +11,7 @@ import (
 	"github.com/quorumlock/redlock/backendtest"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redistest"
 )
 
 // TestMain checks that no goroutine outlives the tests: not the suite's,
@@ -29,15 +29,6 @@ func newBackend(c *redis.Client) redlock.Backend {
 	return b
 }
 
-// client returns a go-redis client for addr as the adapter requires it
-// (context deadlines honoured, no automatic resend), closed when the test
-// ends.
-func client(t testing.TB, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // miniTarget is a fresh miniredis behind a fault proxy: its clock moves
 // only by Elapse, and Stall holds the proxy's traffic.
 type miniTarget struct {
@@ -53,7 +44,7 @@ func openMini(t *testing.T) miniTarget {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return miniTarget{m: m, p: p, c: client(t, p.Addr())}
+	return miniTarget{m: m, p: p, c: redistest.Client(t, p.Addr())}
 }
 
 func (mt miniTarget) target(b redlock.Backend) backendtest.Target {

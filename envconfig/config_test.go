@@ -317,7 +317,7 @@ func TestConfigEnabledRealNodes(t *testing.T) {
 			again, err := l.Lock(t.Context(), "order:1")
 			require.NoError(t, err)
 			for _, a := range addrs {
-				ttl := client(t, a).PTTL(t.Context(), "order:1").Val()
+				ttl := redistest.Client(t, a).PTTL(t.Context(), "order:1").Val()
 				assert.True(t, ttl > 4*time.Second && ttl <= 5*time.Second, "TTL on %s: %v", a, ttl)
 			}
 			require.NoError(t, again.Unlock(t.Context()))
@@ -449,7 +449,7 @@ func TestConfigPrintingHidesPasswords(t *testing.T) {
 func TestNodeErrorsHidePasswords(t *testing.T) {
 	c := redistest.Start(t, 2)
 	addrs := c.Addrs()
-	require.NoError(t, client(t, addrs[0]).ConfigSet(t.Context(), "requirepass", "the-real-one").Err())
+	require.NoError(t, redistest.Client(t, addrs[0]).ConfigSet(t.Context(), "requirepass", "the-real-one").Err())
 	enc := url.UserPassword("alice", secret).String()
 	var logs bytes.Buffer
 	var mu sync.Mutex

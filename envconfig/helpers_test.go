@@ -5,21 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// client returns a go-redis client for addr that honours context deadlines,
-// closed when the test ends.
-func client(t testing.TB, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
-		MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // fakeClock is a redlock.Clock that moves only by the delays asked of

@@ -21,7 +21,7 @@ func TestConformanceMiniredis(t *testing.T) {
 		}
 		t.Cleanup(func() { p.Close() })
 		return backendtest.Target{
-			Backend: adapt(t, client(t, p.Addr())),
+			Backend: adapt(t, redistest.Client(t, p.Addr())),
 			Elapse:  m.FastForward,
 			Stall: func() func() {
 				p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
@@ -38,7 +38,7 @@ func TestConformanceRedisServer(t *testing.T) {
 	s := redistest.Start(t, 1).Servers[0]
 	backendtest.Run(t, func(t *testing.T) backendtest.Target {
 		return backendtest.Target{
-			Backend: adapt(t, client(t, s.Addr())),
+			Backend: adapt(t, redistest.Client(t, s.Addr())),
 			Stall: func() func() {
 				if err := s.Pause(); err != nil {
 					t.Fatal(err)

@@ -55,7 +55,7 @@ func numSub(m *miniredis.Miniredis, key string) int {
 // TestHubPayloadReachesTheWaiter: the callback gets what was published.
 func TestHubPayloadReachesTheWaiter(t *testing.T) {
 	m := miniredis.RunT(t)
-	g := adapt(t, client(t, m.Addr()))
+	g := adapt(t, redistest.Client(t, m.Addr()))
 	cb, got := payloads()
 	stop, err := g.Notify(t.Context(), "k", cb)
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestHubPayloadReachesTheWaiter(t *testing.T) {
 func TestHubActivationIsExact(t *testing.T) {
 	m := miniredis.RunT(t)
 	p := proxied(t, m.Addr())
-	g := adapt(t, client(t, p.Addr()))
+	g := adapt(t, redistest.Client(t, p.Addr()))
 	keep, err := g.Notify(t.Context(), "other", func(string) {}) // keeps the connection open
 	require.NoError(t, err)
 	defer keep()
@@ -127,7 +127,7 @@ func (s *stallingPubSub) Subscribe(ctx context.Context, channels ...string) erro
 // stop, and a third waiter's Notify returns by its own deadline.
 func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	m := miniredis.RunT(t)
-	g := adapt(t, client(t, m.Addr()))
+	g := adapt(t, redistest.Client(t, m.Addr()))
 	stall := &stallingPubSub{channel: redlock.ReleaseChannel("b"), stuck: make(chan struct{}), release: make(chan struct{})}
 	g.hub.wrap = func(ps pubSub) pubSub { stall.pubSub = ps; return stall }
 	released := false
@@ -191,8 +191,8 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 func TestHubReconnectTellsWaiters(t *testing.T) {
 	srv := redistest.Start(t, 1)
 	p := proxied(t, srv.Servers[0].Addr())
-	g := adapt(t, client(t, p.Addr()))
-	direct := client(t, srv.Servers[0].Addr())
+	g := adapt(t, redistest.Client(t, p.Addr()))
+	direct := redistest.Client(t, srv.Servers[0].Addr())
 
 	cbX, gotX := payloads()
 	stopX, err := g.Notify(t.Context(), "x", cbX)
@@ -268,7 +268,7 @@ func TestNewRefusesClientsItCannotBound(t *testing.T) {
 // connection was closed.
 func TestNotifyStopsCleanly(t *testing.T) {
 	m := miniredis.RunT(t)
-	g := adapt(t, client(t, m.Addr()))
+	g := adapt(t, redistest.Client(t, m.Addr()))
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
 	to := func(ch chan struct{}) func(string) {
 		return func(string) {

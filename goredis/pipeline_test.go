@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -50,7 +51,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 }
 
 func gatedCoalescer(t *testing.T, hold bool) (*coalescer, *gate, *redis.Client) {
-	c := client(t, miniredis.RunT(t).Addr())
+	c := redistest.Client(t, miniredis.RunT(t).Addr())
 	require.NoError(t, c.Ping(t.Context()).Err())
 	g := &gate{}
 	if hold {
@@ -254,7 +255,7 @@ func processAsync(q *coalescer, ctx context.Context) <-chan result {
 // long one returns at its own deadline, not at the batch's, even when it is
 // the first in the batch (which used to send it and wait for it).
 func TestCoalescerCallerKeepsItsOwnDeadline(t *testing.T) {
-	q := &coalescer{c: client(t, silentServer(t))}
+	q := &coalescer{c: redistest.Client(t, silentServer(t))}
 	const first, short, long = 300 * time.Millisecond, 600 * time.Millisecond, 10 * time.Second
 
 	// A first command flies; the next two queue behind it and go out
@@ -291,7 +292,7 @@ func TestCoalescerCallerKeepsItsOwnDeadline(t *testing.T) {
 // batch with a caller with a long deadline, returns as soon as it is
 // cancelled.
 func TestCoalescerCancelledCallerReturnsPromptly(t *testing.T) {
-	q := &coalescer{c: client(t, silentServer(t))}
+	q := &coalescer{c: redistest.Client(t, silentServer(t))}
 	const first, long = 300 * time.Millisecond, 10 * time.Second
 
 	ctx0, cancel0 := context.WithTimeout(t.Context(), first)

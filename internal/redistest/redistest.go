@@ -1,15 +1,17 @@
 // Package redistest starts redis-server processes for tests, on top of
 // internal/redisserver (which commands use too, without the testing
-// package).
+// package), and makes the tests' go-redis clients.
 package redistest
 
 import (
 	"context"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/testenv"
+	"github.com/redis/go-redis/v9"
 )
 
 // Start launches n redis-server processes for a test (see
@@ -32,5 +34,15 @@ func Start(t testing.TB, n int) *redisserver.Cluster {
 			t.Error(err)
 		}
 	})
+	return c
+}
+
+// Client returns a go-redis client for addr as the lockers need it:
+// context deadlines honoured, never a resent command, a bounded dial. It is
+// closed when the test ends.
+func Client(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
 	return c
 }
