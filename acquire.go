@@ -53,11 +53,11 @@ func (w *waiter) run() (*Lock, error) {
 		return nil, fmt.Errorf("%w: %w (no attempt made)", ErrNotAcquired, context.Cause(w.ctx))
 	}
 	var err error
-	if queueFirst(w.cfg, w.key) {
-		// Others of this process wait for the key: stand in line behind
+	if joinsLine(w.cfg, w.key) {
+		// Others of this locker wait for the key: stand in line behind
 		// them. The first attempt comes on our turn, or when the first
 		// backoff delay runs out at the latest.
-		err = fmt.Errorf("%w: %q: queued behind this locker's waiters", ErrNotAcquired, w.key)
+		err = fmt.Errorf("%w: %q: in line behind this locker's waiters", ErrNotAcquired, w.key)
 	} else if lock, e := w.try(false); e == nil {
 		return lock, nil
 	} else {
@@ -100,7 +100,7 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 		if w.watch() && w.wake.first() {
 			// Subscribed: a release before this point is seen by this
 			// extra attempt, every later one by an announcement. A waiter
-			// behind others of this process needs none: such a release
+			// behind others of its locker needs none: such a release
 			// woke the first in line.
 			lock, e := w.try(false)
 			if e == nil {
@@ -132,7 +132,7 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 	}
 }
 
-// watch subscribes to the key's releases and joins this process's line
+// watch subscribes to the key's releases and joins its locker's line
 // for it. It reports whether any node could be subscribed.
 func (w *waiter) watch() bool {
 	wake, stop := w.watchReleases(w.ctx)
@@ -182,11 +182,11 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	return lock, err
 }
 
-// queueFirst reports whether a Lock call should skip its immediate first
-// attempt and join this process's line for the key: only with hand-off,
+// joinsLine reports whether a Lock call should skip its immediate first
+// attempt and join its locker's line for the key: only with hand-off,
 // a Retry strategy that waits (a custom Strategy is not consulted ahead of
 // its time), and someone already in line.
-func queueFirst(cfg *config, key string) bool {
+func joinsLine(cfg *config, key string) bool {
 	r, ok := cfg.strategy.(retry)
 	if cfg.noHandoff || !ok || r.retries == 0 || r.base <= 0 {
 		return false

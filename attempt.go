@@ -12,7 +12,7 @@ import (
 // nodes.
 //
 // Attempts come (1) at once, unless others of its locker already wait for
-// the key (see queueFirst); (2) whenever a backoff delay runs out,
+// the key (see joinsLine); (2) whenever a backoff delay runs out,
 // whatever the waiter's place in line, so every waiter makes its own
 // attempts within its strategy's delays and ErrTimeout always means that
 // the last one found the key held; (3) with hand-off, when a release wakes

@@ -7,7 +7,7 @@ import (
 )
 
 // The hand-off gate. When a release wakes waiters of several processes at
-// once (one per process, see queue), each would send its SETs to every
+// once (one per locker, see line.go), each would send its SETs to every
 // node at the same moment, and with N > 1 the nodes' votes split: each
 // grants whoever came first, often nobody reaches a quorum, everyone rolls
 // back, and the rollbacks wake everyone again. So a woken waiter first

@@ -27,7 +27,7 @@ type lines struct {
 }
 
 // waiting reports whether the locker has waiters in line for key. A new
-// Lock call then queues behind them instead of barging in with an attempt
+// Lock call then stands in line behind them instead of barging in with an attempt
 // of its own (see waiter.run): a worker that just released the key would
 // otherwise often take it straight back from the waiter its release woke,
 // and the line would not be a line.

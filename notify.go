@@ -29,9 +29,9 @@ import (
 // waiter's last attempt is "held" until it announces a release; the waiter
 // wakes when a quorum of its nodes is not held, on an announcement by
 // someone else (its own rollbacks announce too, and are ignored by token).
-// Within a process only the first in line for the key is woken (see
+// Within a locker only the first in line for the key is woken (see
 // line): waking them all would make all but one fail an attempt and roll
-// back. Across processes one waiter per process competes, and with several
+// back. Across lockers (processes) one waiter per locker competes, and with several
 // nodes the key's gate (gate.go) decides among them; BenchmarkHandoff in
 // handoff_bench_test.go measures wait times and fairness. Reject does not
 // wait and never subscribes, nor do uncontended acquisitions: the cost is
@@ -58,7 +58,7 @@ import (
 // strategy plus the releases of others. Announcements that arrive during
 // an attempt are kept and weighed when it ends.
 //
-// Within one process only the first waiter in line for the key is woken
+// Within one locker only the first waiter in line for the key is woken
 // (see line); the others keep their state and are not woken.
 type wakeup struct {
 	ch    chan struct{}
