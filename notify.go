@@ -30,10 +30,11 @@ import (
 // wakes when a quorum of its nodes is not held, on an announcement by
 // someone else (its own rollbacks announce too, and are ignored by token).
 // Within a locker only the first in line for the key is woken (see
-// line): waking them all would make all but one fail an attempt and roll
-// back. Across lockers (processes) one waiter per locker competes, and with several
-// nodes the key's gate (gate.go) decides among them; BenchmarkHandoff in
-// handoff_bench_test.go measures wait times and fairness. Reject does not
+// line.go): waking them all would make all but one fail an attempt and
+// roll back. Across lockers (processes) one waiter per locker competes,
+// and with several nodes the key's gate (gate.go) decides among them;
+// BenchmarkHandoff in handoff_bench_test.go measures wait times and
+// fairness. Reject does not
 // wait and never subscribes, nor do uncontended acquisitions: the cost is
 // paid only by waiters.
 
