@@ -391,6 +391,24 @@ func TestStallQueuesAndHealDelivers(t *testing.T) {
 	assert.Equal(t, "queued\n", got)
 }
 
+// Stall also holds what the server sends unasked (here a greeting).
+func TestStallHoldsServerBytes(t *testing.T) {
+	p := start(t, greeter(t, "hello"))
+	p.Set(Fault{Kind: Stall})
+	c := dial(t, p.Addr())
+	_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := c.r.ReadString('\n')
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "nothing comes back while stalled")
+	assert.True(t, ne.Timeout())
+
+	p.Set(Fault{})
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	got, err := c.r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", got)
+}
+
 // Cut closes open connections at once, drops what they held and resets new
 // ones; switching it off lets new connections through.
 func TestCutClosesAndResets(t *testing.T) {
