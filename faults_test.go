@@ -24,7 +24,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/fakenode"
-	"github.com/quorumlock/redlock/internal/latencyproxy"
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -54,7 +54,7 @@ type faultCluster struct {
 	resume func(t *testing.T, i int)
 
 	// proxied are the masters' addresses through a forwarder
-	// (internal/latencyproxy) on 127.0.0.1, and delay sets the delay of
+	// (internal/faultproxy) on 127.0.0.1, and delay sets the delay of
 	// the replies of master i through it.
 	proxied []string
 	delay   func(i int, d time.Duration)
@@ -78,12 +78,12 @@ func (fc *faultCluster) locker(t *testing.T, bs []redlock.Backend, opts ...redlo
 // faultProcesses runs five redis-server processes, each with a forwarder
 // in front for the faults a process cannot have by itself (latency, a cut
 // network).
-func faultProcesses(t *testing.T) (*faultCluster, []*latencyproxy.Proxy) {
+func faultProcesses(t *testing.T) (*faultCluster, []*faultproxy.Proxy) {
 	c := redistest.Start(t, 5)
-	proxies := make([]*latencyproxy.Proxy, len(c.Servers))
+	proxies := make([]*faultproxy.Proxy, len(c.Servers))
 	proxied := make([]string, len(c.Servers))
 	for i, s := range c.Servers {
-		p, err := latencyproxy.New(s.Addr)
+		p, err := faultproxy.New(s.Addr())
 		require.NoError(t, err)
 		t.Cleanup(func() { p.Close() })
 		proxies[i], proxied[i] = p, p.Addr()
@@ -97,7 +97,7 @@ func faultProcesses(t *testing.T) (*faultCluster, []*latencyproxy.Proxy) {
 		pause:       func(_ *testing.T, i int) { c.Servers[i].Pause() },
 		resume:      func(_ *testing.T, i int) { c.Servers[i].Resume() },
 		proxied:     proxied,
-		delay:       func(i int, d time.Duration) { proxies[i].SetDelay(0, d) },
+		delay:       func(i int, d time.Duration) { proxies[i].Set(faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: d}) },
 	}, proxies
 }
 
@@ -650,15 +650,15 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 func TestFaults(t *testing.T) {
 	// A network cut on processes: clients reach the masters through
 	// forwarders only, and the forwarder of master 0 cuts (connections
-	// closed and refused, as with docker network disconnect) or holds
+	// closed and refused, as with docker network disconnect) or stalls
 	// (packets vanish and are delivered late, as with an iptables DROP).
-	viaProxies := func(t *testing.T, what string, cut func(*latencyproxy.Proxy)) {
+	viaProxies := func(t *testing.T, what string, cut faultproxy.Kind) {
 		fc, proxies := faultProcesses(t)
 		through := *fc
 		through.addrs = fc.proxied
 		faultNetworkCut(t, &through, what,
-			func(testing.TB) { cut(proxies[0]) },
-			func(testing.TB) { proxies[0].Release() })
+			func(testing.TB) { proxies[0].Set(faultproxy.Fault{Kind: cut}) },
+			func(testing.TB) { proxies[0].Set(faultproxy.Fault{}) })
 	}
 	scenarios := []struct {
 		name string
@@ -669,8 +669,8 @@ func TestFaults(t *testing.T) {
 		{"PauseMidAcquisition", func(t *testing.T) { fc, _ := faultProcesses(t); faultPauseMidAcquisition(t, fc) }},
 		{"RestartDelayed", func(t *testing.T) { fc, _ := faultProcesses(t); faultRestartDelayed(t, fc) }},
 		{"RestartImmediate", func(t *testing.T) { fc, _ := faultProcesses(t); faultRestartImmediate(t, fc) }},
-		{"NetworkCut", func(t *testing.T) { viaProxies(t, "network cut (forwarder cut)", (*latencyproxy.Proxy).Cut) }},
-		{"NetworkPartition", func(t *testing.T) { viaProxies(t, "partition (forwarder hold)", (*latencyproxy.Proxy).Hold) }},
+		{"NetworkCut", func(t *testing.T) { viaProxies(t, "network cut (forwarder cut)", faultproxy.Cut) }},
+		{"NetworkPartition", func(t *testing.T) { viaProxies(t, "partition (forwarder stall)", faultproxy.Stall) }},
 		{"Latency", func(t *testing.T) { fc, _ := faultProcesses(t); faultLatency(t, fc) }},
 	}
 	for _, s := range scenarios {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/internal/latencyproxy"
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
@@ -40,9 +40,9 @@ func next(t *testing.T, ch <-chan string) string {
 	}
 }
 
-// proxied starts a latency proxy to addr, closed when the test ends.
-func proxied(t *testing.T, addr string) *latencyproxy.Proxy {
-	p, err := latencyproxy.New(func() string { return addr })
+// proxied starts a fault proxy to addr, closed when the test ends.
+func proxied(t *testing.T, addr string) *faultproxy.Proxy {
+	p, err := faultproxy.New(addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	return p
@@ -79,7 +79,7 @@ func TestHubActivationIsExact(t *testing.T) {
 	defer keep()
 
 	const slow = 300 * time.Millisecond
-	p.SetDelay(0, slow) // replies lag
+	p.Set(faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: slow}) // replies lag
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
@@ -91,13 +91,13 @@ func TestHubActivationIsExact(t *testing.T) {
 	require.ErrorIs(t, <-first, context.Canceled)
 	testwait.Until(t, `numSub(m, "c") == 0`, func() bool { return numSub(m, "c") == 0 }) // UNSUBSCRIBE too
 
-	p.SetDelay(3*slow, slow) // the next SUBSCRIBE lags behind the first one's reply
+	p.Set(faultproxy.Fault{Kind: faultproxy.Late, Delay: 3 * slow, ReplyDelay: slow}) // the next SUBSCRIBE lags behind the first one's reply
 	cb, got := payloads()
 	stop, err := g.Notify(t.Context(), "c", cb)
 	require.NoError(t, err)
 	defer stop()
 	assert.Equal(t, 1, numSub(m, "c"), "Notify returned before its SUBSCRIBE reached the node")
-	p.SetDelay(0, 0)
+	p.Set(faultproxy.Fault{})
 	m.Publish(redlock.ReleaseChannel("c"), "after")
 	assert.Equal(t, "after", next(t, got), "a release after Notify returned is not missed")
 }
@@ -203,13 +203,13 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	require.NoError(t, err)
 	defer stopY()
 
-	p.Cut()
+	p.Set(faultproxy.Fault{Kind: faultproxy.Cut})
 	testwait.Until(t, "the condition", func() bool {
 		n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x")).Result()
 		return err == nil && n[redlock.ReleaseChannel("x")] == 0
 	})
 	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "lost").Err())
-	p.Release()
+	p.Set(faultproxy.Fault{})
 
 	assert.Equal(t, "", next(t, gotX), "x is told a release may have been missed")
 	n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x"), redlock.ReleaseChannel("y")).Result()

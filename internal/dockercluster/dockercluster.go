@@ -8,7 +8,8 @@
 // Disconnect/Reconnect). Container IPs are never used.
 //
 // Clients should use Node.Addr: an in-process TCP forwarder on 127.0.0.1 in
-// front of the published port (Node.DockerAddr), an internal/latencyproxy.
+// front of the published port (Node.DockerAddr), an internal/faultproxy that
+// dials the port as last read from Docker for every new connection.
 // It never changes address and implements AddLatency: the development VM's kernel has no sch_netem, so
 // "tc qdisc ... netem delay" fails with "Specified qdisc kind is unknown" and
 // the delay is injected in user space instead, on new and open connections.
@@ -59,8 +60,8 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/freeport"
-	"github.com/quorumlock/redlock/internal/latencyproxy"
 	"github.com/quorumlock/redlock/internal/testenv"
 )
 
@@ -110,7 +111,7 @@ type Node struct {
 	name    string // container name
 	network *dockertest.Network
 
-	proxy *latencyproxy.Proxy
+	proxy *faultproxy.Proxy
 
 	mu         sync.Mutex
 	dockerAddr string
@@ -156,7 +157,7 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 		node := &Node{pool: pool, name: name, network: network}
 		c.Nodes = append(c.Nodes, node)
-		if node.proxy, err = latencyproxy.New(node.DockerAddr); err != nil {
+		if node.proxy, err = faultproxy.NewFunc(node.DockerAddr); err != nil {
 			t.Fatalf("dockercluster: starting forwarder: %v", err)
 		}
 		if err := node.create(repo, tag); err != nil {
@@ -366,13 +367,14 @@ func (n *Node) Heal(t testing.TB) {
 // (replacing any previous delay), on open and new connections.
 func (n *Node) AddLatency(t testing.TB, d time.Duration) {
 	t.Helper()
-	n.proxy.SetDelay(0, d)
+	n.proxy.Set(faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: d})
 }
 
-// ClearLatency removes the delay added by AddLatency.
+// ClearLatency removes the delay added by AddLatency. Replies already on
+// their way keep theirs, as packets in flight would.
 func (n *Node) ClearLatency(t testing.TB) {
 	t.Helper()
-	n.proxy.SetDelay(0, 0)
+	n.proxy.Set(faultproxy.Fault{})
 }
 
 // nsenter runs a host tool inside the container's network namespace and fails

@@ -1,29 +1,40 @@
-// Package faultproxy is the network nemesis's forwarder: it stands between
-// clients and one server on 127.0.0.1 and delivers only what a real network
-// can deliver, but at the worst moment. Its fault is switched at run time
-// (Set) and applies to every connection, open and new.
+// Package faultproxy is the tests' TCP forwarder for network faults: it
+// stands between clients and one server on 127.0.0.1 and delivers only what
+// a real network can deliver, but at the worst moment, without root, kernel
+// modules or Docker. (tc netem needs the sch_netem module, which the test
+// machines' kernels lack: "Specified qdisc kind is unknown".) Its fault is
+// switched at run time (Set) and applies to every connection, open and new.
 //
 // Faults, as a client of Addr and the server see them:
 //
 //   - Pass: bytes are forwarded as they come.
-//   - Late(d): every chunk a client sends is held and written to the
-//     server d after it was read, in order per connection, even when the
-//     client has closed its connection meanwhile: the proxy keeps its
-//     server connection open until every held byte is written, then
-//     half-closes it (as TCP delivers data in flight before the FIN), so
-//     the server runs commands whose client gave up. A chunk keeps the
-//     delivery time it was given when read, like a packet already on its
-//     way: switching the fault later neither hurries nor slows it, and a
-//     new connection's bytes may overtake an older connection's.
-//     Replies are not delayed.
+//   - Late(Delay, ReplyDelay): every chunk a client sends is held and
+//     written to the server Delay after it was read, and every chunk the
+//     server sends is written to the client ReplyDelay after it was read,
+//     in order per connection and direction; each round trip grows by
+//     Delay+ReplyDelay, and throughput is not limited. Client bytes are
+//     delivered even when the client has closed its connection meanwhile:
+//     the proxy keeps its server connection open until every held byte is
+//     written, then half-closes it (as TCP delivers data in flight before
+//     the FIN), so the server runs commands whose client gave up. A chunk
+//     keeps the delivery time it was given when read, like a packet
+//     already on its way: switching the fault later neither hurries nor
+//     slows it, and a new connection's bytes may overtake an older
+//     connection's.
 //   - LoseReply: commands reach the server and run; the first chunk of a
 //     reply read from the server while the fault is on is dropped and the
 //     connection cut on both sides. The client sees EOF after its command
 //     ran (go-redis with MaxRetries >= 0 resends it on another connection).
-//   - Stall: nothing is forwarded in either direction until the fault is
-//     switched off; then everything queued is delivered, in order per
-//     connection and direction, including what clients sent before they
-//     closed (as after a partition heals). New connections are accepted.
+//   - Stall: packets vanish, as in a partition. Nothing is forwarded in
+//     either direction until the fault is switched off; then everything
+//     queued is delivered, in order per connection and direction,
+//     including what clients sent before they closed (as TCP
+//     retransmission delivers it after a partition heals, so commands sent
+//     during the stall may still run). New connections are accepted.
+//   - Cut: the server drops off the network. Open connections are closed
+//     (the client sees EOF) and whatever they held is dropped; new ones
+//     are reset at once, until the fault is switched off. The server
+//     itself keeps running with its data.
 //
 // Every goroutine the proxy starts ends by Close.
 package faultproxy
@@ -54,6 +65,7 @@ const (
 	Late
 	LoseReply
 	Stall
+	Cut
 )
 
 func (k Kind) String() string {
@@ -66,28 +78,35 @@ func (k Kind) String() string {
 		return "lose-reply"
 	case Stall:
 		return "stall"
+	case Cut:
+		return "cut"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
 // Fault is what the proxy does to the traffic; see the package comment.
-// Delay is used by Late only.
+// The delays are used by Late only.
 type Fault struct {
-	Kind  Kind
-	Delay time.Duration
+	Kind       Kind
+	Delay      time.Duration // client to server
+	ReplyDelay time.Duration // server to client
 }
 
 func (f Fault) String() string {
-	if f.Kind == Late {
+	if f.Kind != Late {
+		return f.Kind.String()
+	}
+	if f.ReplyDelay == 0 {
 		return fmt.Sprintf("late(%v)", f.Delay)
 	}
-	return f.Kind.String()
+	return fmt.Sprintf("late(%v, replies %v)", f.Delay, f.ReplyDelay)
 }
 
 // Stats counts what the proxy did since New.
 type Stats struct {
 	Conns       int64 // client connections accepted
 	LateChunks  int64 // chunks from clients given a delay by Late
+	LateReplies int64 // chunks from servers given a delay by Late
 	AfterClose  int64 // chunks written to the server after their client had closed
 	LostReplies int64 // replies dropped by LoseReply (each cut its connection)
 }
@@ -96,7 +115,7 @@ type Stats struct {
 // target. It is safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
-	target string
+	target func() string
 	ctx    context.Context // cancelled by Close, to abort dials
 	cancel context.CancelFunc
 
@@ -107,8 +126,8 @@ type Proxy struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	conns, late, afterClose, lost atomic.Int64
-	pending                       atomic.Int64 // chunks read from clients, not yet written or dropped
+	conns, late, lateReplies, afterClose, lost atomic.Int64
+	pending                                    atomic.Int64 // chunks read from clients, not yet written or dropped
 }
 
 // New starts a proxy to target ("host:port") in Pass, listening on
@@ -116,6 +135,17 @@ type Proxy struct {
 func New(target string) (*Proxy, error) {
 	if target == "" {
 		return nil, errors.New("faultproxy: empty target")
+	}
+	return NewFunc(func() string { return target })
+}
+
+// NewFunc is New for a target that may move: target is called for every
+// new client connection, and the proxy dials what it returns then (a
+// connection it cannot dial, "" included, is reset at once). Open
+// connections stay with the server they were dialled to.
+func NewFunc(target func() string) (*Proxy, error) {
+	if target == nil {
+		return nil, errors.New("faultproxy: nil target")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -132,15 +162,15 @@ func New(target string) (*Proxy, error) {
 // Addr returns the "127.0.0.1:port" clients connect to. It never changes.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target returns the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
+// Target returns the address the proxy forwards new connections to.
+func (p *Proxy) Target() string { return p.target() }
 
-// Set switches the fault, for open and new connections; a negative Delay
-// counts as zero. Leaving Stall delivers what was queued.
+// Set switches the fault, for open and new connections; a negative delay
+// counts as zero. Leaving Stall delivers what was queued; switching to Cut
+// closes every open connection before Set returns.
 func (p *Proxy) Set(f Fault) {
-	f.Delay = max(f.Delay, 0)
+	f.Delay, f.ReplyDelay = max(f.Delay, 0), max(f.ReplyDelay, 0)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.fault = f
 	select {
 	case <-p.flow: // flowing
@@ -151,6 +181,16 @@ func (p *Proxy) Set(f Fault) {
 		if f.Kind != Stall {
 			close(p.flow)
 		}
+	}
+	var cut []*pipe
+	if f.Kind == Cut {
+		for c := range p.pipes {
+			cut = append(cut, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cut {
+		c.abort()
 	}
 }
 
@@ -163,7 +203,8 @@ func (p *Proxy) Fault() Fault {
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
-	return Stats{Conns: p.conns.Load(), LateChunks: p.late.Load(), AfterClose: p.afterClose.Load(), LostReplies: p.lost.Load()}
+	return Stats{Conns: p.conns.Load(), LateChunks: p.late.Load(), LateReplies: p.lateReplies.Load(),
+		AfterClose: p.afterClose.Load(), LostReplies: p.lost.Load()}
 }
 
 // Pending returns how many chunks read from clients are not yet written to
@@ -205,6 +246,10 @@ func (p *Proxy) serve() {
 			return // closed
 		}
 		p.conns.Add(1)
+		if p.Fault().Kind == Cut {
+			reset(client)
+			continue
+		}
 		p.wg.Go(func() { p.handle(client) })
 	}
 }
@@ -213,7 +258,7 @@ func (p *Proxy) serve() {
 // both sides are done.
 func (p *Proxy) handle(client net.Conn) {
 	d := net.Dialer{Timeout: DialTimeout}
-	server, err := d.DialContext(p.ctx, "tcp", p.target)
+	server, err := d.DialContext(p.ctx, "tcp", p.target())
 	if err != nil {
 		reset(client) // nothing listens: fail fast, like a refused connection
 		return
@@ -223,6 +268,12 @@ func (p *Proxy) handle(client net.Conn) {
 	if p.closed {
 		p.mu.Unlock()
 		c.abort()
+		return
+	}
+	if p.fault.Kind == Cut { // cut while dialling
+		p.mu.Unlock()
+		reset(client)
+		_ = server.Close()
 		return
 	}
 	p.pipes[c] = struct{}{}

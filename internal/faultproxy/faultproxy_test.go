@@ -60,6 +60,51 @@ func start(t *testing.T, target string) *Proxy {
 	return p
 }
 
+type conn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *conn {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return &conn{c, bufio.NewReader(c)}
+}
+
+// roundTrip sends a line and reads it back within timeout.
+func (c *conn) roundTrip(line string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	_ = c.SetDeadline(start.Add(timeout))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return 0, err
+	}
+	got, err := c.r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if got != line+"\n" {
+		return 0, errors.New("echoed " + got)
+	}
+	return time.Since(start), nil
+}
+
+// assertReset checks that a client of addr fails at once: the connection
+// is refused or reset, it does not hang.
+func assertReset(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil { // reset before the handshake completed on our side
+		assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	_, err = c.Read(make([]byte, 1))
+	assert.Error(t, err)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "reset at once")
+}
+
 // server starts one redis-server (skipped without one, unless
 // REDLOCK_REQUIRE_REDIS=1) and returns its address.
 func server(t *testing.T) string {
@@ -185,6 +230,53 @@ func TestLateKeepsOrderOnAConnection(t *testing.T) {
 	assert.Equal(t, "first second\n", got)
 }
 
+// Late delays each direction by its own delay: a round trip takes at least
+// their sum. Pass is fast again.
+func TestLateDelaysEachDirection(t *testing.T) {
+	p := start(t, echo(t))
+	c := dial(t, p.Addr())
+	const d = 100 * time.Millisecond
+	for _, tc := range []struct {
+		up, down, atLeast time.Duration
+	}{{d, 0, d}, {0, d, d}, {d, d, 2 * d}} {
+		p.Set(Fault{Kind: Late, Delay: tc.up, ReplyDelay: tc.down})
+		rtt, err := c.roundTrip("x", watchdog)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, rtt, tc.atLeast, "up %v down %v", tc.up, tc.down)
+	}
+	assert.EqualValues(t, 2, p.Stats().LateChunks, "client chunks delayed")
+	assert.EqualValues(t, 2, p.Stats().LateReplies, "server chunks delayed")
+	p.Set(Fault{})
+	_, err := c.roundTrip("fast again", watchdog)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, p.Stats().LateReplies, "none delayed under Pass")
+}
+
+// Delayed replies are delayed, not queued one delay after another: replies
+// sent in a burst arrive about one delay after the burst, not one delay
+// apiece.
+func TestLateRepliesDoNotLimitThroughput(t *testing.T) {
+	p := start(t, echo(t))
+	c := dial(t, p.Addr())
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	const d, lines = 300 * time.Millisecond, 5
+	p.Set(Fault{Kind: Late, ReplyDelay: d})
+	start := time.Now()
+	for i := range lines { // separate writes, so separate chunks both ways
+		_, err := c.Write([]byte(strconv.Itoa(i) + "\n"))
+		require.NoError(t, err)
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range lines {
+		got, err := c.r.ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, strconv.Itoa(i)+"\n", got, "in order")
+	}
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, d)
+	assert.Less(t, took, (lines-1)*d, "replies delayed one after another (%v for %d)", took, lines)
+}
+
 // A command sent through LoseReply runs, its reply is dropped and the
 // connection cut: the client sees an error although the command ran.
 func TestLoseReplyRunsTheCommand(t *testing.T) {
@@ -271,7 +363,160 @@ func TestStallHoldsBothWaysUntilHealed(t *testing.T) {
 	testwait.Until(t, "the departed client's SET landing", func() bool { return value(t, direct, "b") == "2" })
 }
 
-// Close ends every goroutine even with bytes held by Late and Stall.
+// Under Stall nothing comes back on an open connection, a new connection
+// is accepted, and healing delivers what each sent.
+func TestStallQueuesAndHealDelivers(t *testing.T) {
+	p := start(t, echo(t))
+	open := dial(t, p.Addr())
+	_, err := open.roundTrip("before", watchdog)
+	require.NoError(t, err)
+
+	p.Set(Fault{Kind: Stall})
+	_, err = open.roundTrip("held", 100*time.Millisecond)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "nothing comes back while stalled")
+	assert.True(t, ne.Timeout())
+	fresh := dial(t, p.Addr()) // accepted while stalled
+	_ = fresh.SetDeadline(time.Now().Add(watchdog))
+	_, err = fresh.Write([]byte("queued\n"))
+	require.NoError(t, err)
+
+	p.Set(Fault{})
+	_ = open.SetDeadline(time.Now().Add(watchdog))
+	got, err := open.r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "held\n", got, "what was sent during the stall is delivered after it")
+	got, err = fresh.r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "queued\n", got)
+}
+
+// Stall also holds what the server sends unasked (here a greeting).
+func TestStallHoldsServerBytes(t *testing.T) {
+	p := start(t, greeter(t, "hello"))
+	p.Set(Fault{Kind: Stall})
+	c := dial(t, p.Addr())
+	_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := c.r.ReadString('\n')
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "nothing comes back while stalled")
+	assert.True(t, ne.Timeout())
+
+	p.Set(Fault{})
+	_ = c.SetDeadline(time.Now().Add(watchdog))
+	got, err := c.r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", got)
+}
+
+// Cut closes open connections at once, drops what they held and resets new
+// ones; switching it off lets new connections through.
+func TestCutClosesAndResets(t *testing.T) {
+	p := start(t, echo(t))
+	open := dial(t, p.Addr())
+	_, err := open.roundTrip("before", watchdog)
+	require.NoError(t, err)
+	late := dial(t, p.Addr())
+	p.Set(Fault{Kind: Late, Delay: time.Hour})
+	_, err = late.Write([]byte("never\n"))
+	require.NoError(t, err)
+	testwait.Until(t, "the chunk held", func() bool { return p.Pending() == 1 })
+
+	p.Set(Fault{Kind: Cut})
+	_, err = open.roundTrip("after", watchdog)
+	assert.Error(t, err, "an open connection is closed")
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "it fails at once, it does not hang")
+	_ = late.SetDeadline(time.Now().Add(watchdog))
+	_, err = late.r.ReadString('\n')
+	assert.Error(t, err)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
+	testwait.Until(t, "the held chunk dropped", func() bool { return p.Pending() == 0 })
+	assertReset(t, p.Addr())
+	assertReset(t, p.Addr())
+
+	p.Set(Fault{})
+	_, err = dial(t, p.Addr()).roundTrip("back", watchdog)
+	require.NoError(t, err)
+}
+
+// NewFunc's target is read for every new connection; open ones stay with
+// their server.
+func TestNewFuncFollowsTheTarget(t *testing.T) {
+	a, b := greeter(t, "a"), greeter(t, "b")
+	var mu sync.Mutex
+	target := a
+	p, err := NewFunc(func() string { mu.Lock(); defer mu.Unlock(); return target })
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	greeting := func(c *conn) string {
+		_ = c.SetDeadline(time.Now().Add(watchdog))
+		got, err := c.r.ReadString('\n')
+		require.NoError(t, err)
+		return got
+	}
+	first := dial(t, p.Addr())
+	assert.Equal(t, "a\n", greeting(first))
+	assert.Equal(t, a, p.Target())
+
+	mu.Lock()
+	target = b
+	mu.Unlock()
+	assert.Equal(t, b, p.Target())
+	assert.Equal(t, "b\n", greeting(dial(t, p.Addr())), "a new connection goes to the new target")
+	_, err = first.Write([]byte("still\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "a: still\n", greeting(first), "the open one stays with the old")
+
+	mu.Lock()
+	target = ""
+	mu.Unlock()
+	assertReset(t, p.Addr())
+}
+
+// greeter starts a server that greets every connection with name and then
+// echoes each line prefixed with it.
+func greeter(t *testing.T, name string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				_, _ = c.Write([]byte(name + "\n"))
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					_, _ = c.Write([]byte(name + ": " + line))
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// Close ends every goroutine even with bytes held by Late (both ways) and
+// Stall.
 func TestCloseEndsEverything(t *testing.T) {
 	target := echo(t)
 	before := goleak.IgnoreCurrent()
@@ -283,6 +528,12 @@ func TestCloseEndsEverything(t *testing.T) {
 	p.Set(Fault{Kind: Late, Delay: time.Hour})
 	_, _ = late.Write([]byte("slow\n"))
 	testwait.Until(t, "the chunk held", func() bool { return p.Pending() == 1 })
+	slowReply, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	require.NoError(t, err)
+	defer slowReply.Close()
+	p.Set(Fault{Kind: Late, ReplyDelay: time.Hour})
+	_, _ = slowReply.Write([]byte("echo me\n"))
+	testwait.Until(t, "the reply held", func() bool { return p.Stats().LateReplies == 1 })
 	p.Set(Fault{Kind: Stall})
 	stalled, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 	require.NoError(t, err)
@@ -307,25 +558,20 @@ func TestTargetDownResets(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close()
 	p := start(t, dead)
-	c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
-	if err != nil { // reset before the handshake completed on our side
-		assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
-		return
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(watchdog))
-	_, err = c.Read(make([]byte, 1))
-	assert.Error(t, err)
-	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "reset at once")
+	assertReset(t, p.Addr())
 }
 
 func TestEmptyTarget(t *testing.T) {
 	_, err := New("")
 	assert.Error(t, err)
+	_, err = NewFunc(nil)
+	assert.Error(t, err)
 }
 
 func TestFaultString(t *testing.T) {
 	assert.Equal(t, "late(1s)", Fault{Kind: Late, Delay: time.Second}.String())
+	assert.Equal(t, "late(0s, replies 2s)", Fault{Kind: Late, ReplyDelay: 2 * time.Second}.String())
+	assert.Equal(t, "cut", Fault{Kind: Cut}.String())
 	assert.Equal(t, "lose-reply", Fault{Kind: LoseReply}.String())
 	assert.Equal(t, "stall", Fault{Kind: Stall}.String())
 	assert.Equal(t, "pass", Fault{}.String())

@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// pipe is one client connection and its server connection. Three
+// pipe is one client connection and its server connection. Four
 // goroutines serve it: a reader of the client, a writer to the server (the
-// goroutine that runs run), and the server-to-client direction.
+// goroutine that runs run), a reader of the server and a writer to the
+// client.
 type pipe struct {
 	p              *Proxy
 	client, server net.Conn
 	clientGone     atomic.Bool // the client closed (or broke) its sending side
+	clientDeaf     atomic.Bool // a write to the client failed
 
 	once    sync.Once
 	aborted chan struct{} // closed by abort
@@ -33,8 +35,7 @@ func (c *pipe) abort() {
 	})
 }
 
-// chunk is what one read from the client returned, and when it may be
-// written to the server.
+// chunk is what one read returned, and when it may be written on.
 type chunk struct {
 	data []byte
 	at   time.Time
@@ -45,9 +46,11 @@ type chunk struct {
 // closed.
 func (c *pipe) run() {
 	chunks := make(chan chunk, 64)
+	replies := make(chan chunk, 64)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.readClient(chunks) })
-	wg.Go(c.down)
+	wg.Go(func() { c.readServer(replies) })
+	wg.Go(func() { c.down(replies) })
 	c.up(chunks)
 	c.abort()
 	for range chunks { // what was read but will never be written
@@ -66,7 +69,7 @@ func (c *pipe) readClient(chunks chan<- chunk) {
 		n, err := c.client.Read(buf)
 		if n > 0 {
 			at := time.Now()
-			if f := c.p.Fault(); f.Kind == Late {
+			if f := c.p.Fault(); f.Kind == Late && f.Delay > 0 {
 				at = at.Add(f.Delay)
 				c.p.late.Add(1)
 			}
@@ -94,14 +97,9 @@ func (c *pipe) up(chunks <-chan chunk) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ch := range chunks {
-		if wait := time.Until(ch.at); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-c.aborted:
-				c.p.pending.Add(-1)
-				return
-			}
+		if !c.wait(timer, ch.at) {
+			c.p.pending.Add(-1)
+			return
 		}
 		if !c.flowing() {
 			c.p.pending.Add(-1)
@@ -127,6 +125,21 @@ func (c *pipe) up(chunks <-chan chunk) {
 	}
 }
 
+// wait waits until at; it reports false if the pipe was cut first.
+func (c *pipe) wait(timer *time.Timer, at time.Time) bool {
+	wait := time.Until(at)
+	if wait <= 0 {
+		return true
+	}
+	timer.Reset(wait)
+	select {
+	case <-timer.C:
+		return true
+	case <-c.aborted:
+		return false
+	}
+}
+
 // flowing waits until traffic may flow; it reports false if the pipe was
 // cut first. Leaving a stall closes the channel gate returned, so one
 // look suffices.
@@ -139,33 +152,57 @@ func (c *pipe) flowing() bool {
 	}
 }
 
-// down forwards the server's replies to the client. Under LoseReply it
-// drops the first reply chunk and cuts the pipe. After the client left,
-// replies are read and dropped (and nothing is cut: a reply to nobody is
-// not lost, and held bytes still go out). When the server closes, the pipe
-// is cut.
-func (c *pipe) down() {
-	defer c.abort()
-	buf := make([]byte, 32<<10)
-	clientOK := true
+// readServer reads the server's replies and stamps each chunk with its
+// delivery time, fixed now by the fault in force. Under LoseReply it drops
+// the first reply chunk and cuts the pipe; after the client left, a reply
+// goes to nobody and is not lost (nothing is cut: held bytes still go
+// out). It ends when the server closes (or the pipe is cut) and then
+// closes replies.
+func (c *pipe) readServer(replies chan<- chunk) {
+	defer close(replies)
 	for {
+		buf := make([]byte, 32<<10)
 		n, err := c.server.Read(buf)
 		if n > 0 {
-			if clientOK && !c.clientGone.Load() && c.p.Fault().Kind == LoseReply {
+			at := time.Now()
+			switch f := c.p.Fault(); {
+			case f.Kind == LoseReply && !c.clientGone.Load() && !c.clientDeaf.Load():
 				c.p.lost.Add(1)
+				c.abort()
 				return
+			case f.Kind == Late && f.ReplyDelay > 0:
+				at = at.Add(f.ReplyDelay)
+				c.p.lateReplies.Add(1)
 			}
-			if !c.flowing() {
+			select {
+			case replies <- chunk{buf[:n], at}:
+			case <-c.aborted:
 				return
-			}
-			if clientOK {
-				if _, werr := c.client.Write(buf[:n]); werr != nil {
-					clientOK = false // gone: keep reading until the server closes
-				}
 			}
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// down writes the server's replies to the client, each at its time and
+// only while not stalled. Once a write to the client failed, replies are
+// dropped until the server closes. When the server has closed and every
+// reply is written, the pipe is cut.
+func (c *pipe) down(replies <-chan chunk) {
+	defer c.abort()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for r := range replies {
+		if !c.wait(timer, r.at) || !c.flowing() {
+			return
+		}
+		if c.clientDeaf.Load() {
+			continue
+		}
+		if _, err := c.client.Write(r.data); err != nil {
+			c.clientDeaf.Store(true) // gone: keep reading until the server closes
 		}
 	}
 }
