@@ -3,6 +3,14 @@
 // independent masters ([Redlock]), behind one pluggable [Backend] and one
 // retry strategy engine.
 //
+// This package is the algorithm and imports no Redis client. A node is a
+// Backend made by an adapter: package goredis adapts a go-redis v9 client
+// (goredis.New). An adapter of your own implements [Backend] (and, for
+// fencing and hand-off, [Fencer] and [Notifier]), runs the scripts in
+// [Lua], and proves itself with package backendtest. Package envconfig
+// builds a Locker from LOCK_DISTRIBUTED_* variables; package httplock
+// puts one in front of HTTP handlers.
+//
 // A lock is acquired with SET key token NX PX ttl (one atomic command) and a
 // random token per acquisition; it is released by a Lua compare-and-delete
 // (release.lua) so a holder can never delete someone else's lock.
