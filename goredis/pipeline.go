@@ -33,7 +33,7 @@ import (
 // of their deadlines, and cancelled as soon as every caller in it has
 // given up; a batch of one runs on its caller's own context. go-redis
 // bounds reads and writes by the context's deadline (the client must have
-// ContextTimeoutEnabled, which New and NewSingle check), and dials and
+// ContextTimeoutEnabled, which New checks), and dials and
 // waits for a pooled connection also by its cancellation. So the sender
 // ends within the deadline of the last command it carries: it outlives
 // the call that started it only while it sends commands of callers that
