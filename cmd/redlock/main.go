@@ -1,10 +1,12 @@
-// Command redlock shows and measures the redlock library.
+// Command redlock shows and measures the redlock library, runs jobs under a
+// lock, and inspects locks in production.
 //
 //	redlock demo [--addrs host:port,...]   workers serialising on one record, then node failures
 //	redlock bench [--addrs ...] [--peers] [--out chart.png]   Lock+Unlock cost, Single vs Redlock over N masters
 //	redlock run --key K [--ttl 30s] [--wait 0] -- command...   run a command only while holding the lock (cron)
+//	redlock inspect (--key K | --prefix P) [--json] [--watch D]   a lock per master, and whether a quorum holds it (read-only)
 //
-// Each subcommand prints its own flags with -h.
+// Each subcommand prints its own flags, and its exit statuses, with -h.
 package main
 
 import (
@@ -16,9 +18,10 @@ import (
 // commands maps a subcommand to its entry point, which gets the arguments
 // after the subcommand's name and returns the process exit status.
 var commands = map[string]func(args []string) int{
-	"demo":  demo,
-	"bench": bench,
-	"run":   run,
+	"demo":    demo,
+	"bench":   bench,
+	"run":     run,
+	"inspect": inspect,
 }
 
 func main() {
