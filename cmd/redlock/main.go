@@ -1,10 +1,11 @@
 // Command redlock shows and measures the redlock library, runs jobs under a
-// lock, and inspects locks in production.
+// lock, and inspects and repairs locks in production.
 //
 //	redlock demo [--addrs host:port,...]   workers serialising on one record, then node failures
 //	redlock bench [--addrs ...] [--peers] [--out chart.png]   Lock+Unlock cost, Single vs Redlock over N masters
 //	redlock run --key K [--ttl 30s] [--wait 0] -- command...   run a command only while holding the lock (cron)
 //	redlock inspect (--key K | --prefix P) [--json] [--watch D]   a lock per master, and whether a quorum holds it (read-only)
+//	redlock release --key K (--token T | --force)   release a lock from another process (a crashed job's), as Unlock does
 //
 // Each subcommand prints its own flags, and its exit statuses, with -h.
 package main
@@ -22,6 +23,7 @@ var commands = map[string]func(args []string) int{
 	"bench":   bench,
 	"run":     run,
 	"inspect": inspect,
+	"release": release,
 }
 
 func main() {
