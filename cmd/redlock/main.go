@@ -8,12 +8,18 @@
 //	redlock release --key K (--token T | --force)   release a lock from another process (a crashed job's), as Unlock does
 //
 // Each subcommand prints its own flags, and its exit statuses, with -h.
+// Commands print only their own words: go-redis's log lines (a pool
+// failing to dial, for instance) are dropped, since the commands report
+// every failure themselves.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // commands maps a subcommand to its entry point, which gets the arguments
@@ -31,6 +37,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	quietRedis()
 	os.Exit(commands[os.Args[1]](os.Args[2:]))
 }
 
@@ -42,3 +49,15 @@ func usage() {
 	sort.Strings(names)
 	fmt.Fprintf(os.Stderr, "usage: redlock <command> [flags]\ncommands: %v\n", names)
 }
+
+// quietRedis stops go-redis from writing its own log lines on stderr
+// (such as "redis: connection pool: failed to dial after 5 attempts",
+// once per pool, before the command's own message): every subcommand
+// reports failures in its own words. main calls it before any
+// subcommand runs.
+func quietRedis() { redis.SetLogger(discardLogger{}) }
+
+// discardLogger is a go-redis logger that drops every line.
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
