@@ -494,7 +494,7 @@ func (rep *inspectReport) write(w io.Writer, asJSON bool) error {
 		for _, s := range k.Masters {
 			switch {
 			case s.Error != "":
-				fmt.Fprintf(tw, "  %s\terror: %s\n", s.Master, s.Error)
+				fmt.Fprintf(tw, "  %s\terror\t-\t-\t-\t-\t%s\n", s.Master, s.Error) // every cell, or the columns below lose their alignment
 			case s.Held:
 				fmt.Fprintf(tw, "  %s\tyes\t%s\t%s\t%s\t%d\n", s.Master, s.Token, showMs(s.TTLMs), showFence(s.Fence), s.Waiters)
 			default:
