@@ -1,24 +1,35 @@
-// Command redlock shows and measures the redlock library.
+// Command redlock shows and measures the redlock library, runs jobs under a
+// lock, and inspects and repairs locks in production.
 //
 //	redlock demo [--addrs host:port,...]   workers serialising on one record, then node failures
 //	redlock bench [--addrs ...] [--peers] [--out chart.png]   Lock+Unlock cost, Single vs Redlock over N masters
 //	redlock run --key K [--ttl 30s] [--wait 0] -- command...   run a command only while holding the lock (cron)
+//	redlock inspect (--key K | --prefix P) [--json] [--watch D]   a lock per master, and whether a quorum holds it (read-only)
+//	redlock release --key K (--token T | --force)   release a lock from another process (a crashed job's), as Unlock does
 //
-// Each subcommand prints its own flags with -h.
+// Each subcommand prints its own flags, and its exit statuses, with -h.
+// Commands print only their own words: go-redis's log lines (a pool
+// failing to dial, for instance) are dropped, since the commands report
+// every failure themselves.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // commands maps a subcommand to its entry point, which gets the arguments
 // after the subcommand's name and returns the process exit status.
 var commands = map[string]func(args []string) int{
-	"demo":  demo,
-	"bench": bench,
-	"run":   run,
+	"demo":    demo,
+	"bench":   bench,
+	"run":     run,
+	"inspect": inspect,
+	"release": release,
 }
 
 func main() {
@@ -26,6 +37,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	quietRedis()
 	os.Exit(commands[os.Args[1]](os.Args[2:]))
 }
 
@@ -37,3 +49,15 @@ func usage() {
 	sort.Strings(names)
 	fmt.Fprintf(os.Stderr, "usage: redlock <command> [flags]\ncommands: %v\n", names)
 }
+
+// quietRedis stops go-redis from writing its own log lines on stderr
+// (such as "redis: connection pool: failed to dial after 5 attempts",
+// once per pool, before the command's own message): every subcommand
+// reports failures in its own words. main calls it before any
+// subcommand runs.
+func quietRedis() { redis.SetLogger(discardLogger{}) }
+
+// discardLogger is a go-redis logger that drops every line.
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}

@@ -19,10 +19,7 @@ import (
 func TestRunKilledTakesTheCommandAlong(t *testing.T) {
 	addr, _ := oneMaster(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "redlock")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildRedlock(t)
 
 	pidFile := filepath.Join(dir, "pid")
 	cmd := exec.Command(bin, "run", "--addrs", addr, "--key", "job", "--", "sh", "-c", `echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; exec sleep 60`, pidFile)
