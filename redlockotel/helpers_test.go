@@ -14,6 +14,7 @@ import (
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/quorumlock/redlock/redlockotel"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -23,8 +24,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The tests close nodes on purpose; go-redis would log every failed
+	// dial to stderr.
+	redis.SetLogger(quiet{})
 	goleak.VerifyTestMain(m)
 }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // minis starts n miniredis servers and returns them with a go-redis node
 // each; everything is closed when the test ends.

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -583,13 +584,26 @@ func TestHeartbeatStoppedWhileExtending(t *testing.T) {
 	}
 }
 
+// globalSet says that TestGlobalProviders set the global providers once
+// already (with -count): only the first ones are delegated to.
+var globalSet atomic.Bool
+
 // Without providers, Wrap uses the global ones, including those set after
 // it was called.
 func TestGlobalProviders(t *testing.T) {
-	locker := redlockotel.Wrap(single(t))
 	tel := newTelemetry(t)
-	otel.SetTracerProvider(tel.tp)
-	otel.SetMeterProvider(tel.mp)
+	setGlobal := func() {
+		otel.SetTracerProvider(tel.tp)
+		otel.SetMeterProvider(tel.mp)
+	}
+	var locker redlock.Locker
+	if globalSet.Swap(true) { // set before Wrap
+		setGlobal()
+		locker = redlockotel.Wrap(single(t))
+	} else { // set after Wrap: the global providers delegate
+		locker = redlockotel.Wrap(single(t))
+		setGlobal()
+	}
 	if err := locker.Do(context.Background(), "k", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
