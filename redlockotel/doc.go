@@ -44,7 +44,8 @@
 // that are children of the call's span, with the call's key attributes:
 //
 //	redlock.Extend  an extension (the heartbeat's or Extend's), from its start
-//	                to its end; redlock.outcome extended, not_held or unavailable
+//	                to its end; redlock.outcome extended, not_held, unavailable
+//	                or cancelled
 //	redlock.Unlock  the release; redlock.outcome released, not_held or
 //	                unavailable; redlock.hold.duration, seconds held
 //	redlock.Lost    the moment the lock was lost (status Error);
@@ -57,6 +58,14 @@
 // one, and otherwise is recorded at its end, with no duration. These
 // spans follow the lock, not the caller: for a Lock they come after the
 // Lock span has ended, as a trace viewer shows asynchronous children.
+//
+// An extension cut short by cancellation, which is what stopping the
+// heartbeat (Unlock, or the end of Do) does to one in flight, has outcome
+// cancelled and no error status: the core reports it as a failed
+// extension, but nothing failed. Likewise a node call that ended because
+// its caller cancelled it (context.Canceled) is not a node error, neither
+// on spans nor in redlock.node.errors; a per-node timeout
+// (context.DeadlineExceeded) is.
 //
 // Traces are sampled, and looking a trace up by the key it locked is
 // their point, so spans carry the raw key by default; WithSpanKeys(false)
@@ -83,8 +92,8 @@
 // (the Retry strategy ran out of retries: redlock.ErrTimeout), unavailable
 // (too few nodes answered), cancelled (the caller's context ended first)
 // or invalid (bad arguments; counted only by Wrap, as no event reports
-// them). For contention: busy or unavailable; for extensions: extended,
-// not_held or unavailable; for the hold time, the release's outcome:
+// them). For contention: busy, unavailable or cancelled; for
+// extensions: extended, not_held, unavailable or cancelled; for the hold time, the release's outcome:
 // released, not_held (the lock had expired or was taken over before
 // Unlock: the critical section may have overlapped another holder's) or
 // unavailable. An error none of these fits is "error".
