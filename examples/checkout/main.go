@@ -15,7 +15,7 @@
 // service runs without Redis and without mutual exclusion.
 //
 //	LOCK_DISTRIBUTED_ENABLED=true LOCK_DISTRIBUTED_STRATEGY=reject \
-//	LOCK_DISTRIBUTED_NODES=redis://127.0.0.1:6379 go run ./examples/checkout
+//	LOCK_DISTRIBUTED_NODES=redis://127.0.0.1:6379 go run .   # in examples/checkout, a module of its own
 //
 // Flags: -addr (default $CHECKOUT_ADDR, else 127.0.0.1:8080) and -env
 // (default .env).
