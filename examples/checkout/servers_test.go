@@ -1,7 +1,7 @@
 package main
 
-// Test servers: redis-server processes, started for one test and killed
-// by PID in its cleanup.
+// Test servers: redis-server and PostgreSQL processes, started for one
+// test and killed by PID in its cleanup.
 //
 // The core module has a redis-server launcher (internal/redisserver) and a
 // skip-or-fail rule (internal/testenv), but this is another module, and Go
@@ -13,10 +13,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +30,12 @@ import (
 	"time"
 )
 
-// requireRedis, set to "1", turns a missing redis-server into a test
-// failure instead of a skip (CI sets it; see .ci/run).
-const requireRedis = "REDLOCK_REQUIRE_REDIS"
+// The environment variables that, set to "1", turn a missing server into
+// a test failure instead of a skip (CI sets both; see .ci/run).
+const (
+	requireRedis    = "REDLOCK_REQUIRE_REDIS"    // redis-server on PATH
+	requirePostgres = "REDLOCK_REQUIRE_POSTGRES" // initdb and postgres (Debian: apt-get install postgresql)
+)
 
 // requireOrSkip stops a test whose server is missing: it fails when env
 // is "1", and skips otherwise.
@@ -187,6 +195,127 @@ func waitReady(p *proc, ready func() error) error {
 			return fmt.Errorf("not ready after %v: %w", startTimeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// postgresBin returns the directory holding initdb and postgres: the one
+// on PATH, else Debian's newest /usr/lib/postgresql/N/bin; "" if none.
+func postgresBin() string {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if p, err := filepath.EvalSymlinks(p); err == nil {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), "postgres")); err == nil {
+				return filepath.Dir(p)
+			}
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int { // numerically: 9 < 15
+		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
+		return vb - va
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// startPostgres starts a throwaway PostgreSQL cluster for the test and
+// returns its URL (user checkout, database postgres, no password). The
+// cluster lives in a temporary directory of its own, not under
+// t.TempDir(), whose parents only root may enter: PostgreSQL refuses to
+// run as root, so as root the cluster runs as the user postgres (which
+// Debian's package creates). It is stopped by PID in t.Cleanup: SIGINT
+// (fast shutdown), then SIGKILL to its process group after 10 s.
+func startPostgres(t testing.TB) string {
+	t.Helper()
+	bin := postgresBin()
+	if bin == "" {
+		requireOrSkip(t, requirePostgres, "PostgreSQL's initdb and postgres not found on PATH nor in /usr/lib/postgresql/*/bin "+
+			"(Debian: apt-get install postgresql)")
+	}
+	dir, err := os.MkdirTemp("", "checkout-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root, PostgreSQL needs another user, and there is no user postgres: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(cmd *exec.Cmd) *exec.Cmd {
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return cmd
+	}
+	data := filepath.Join(dir, "data")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*startTimeout)
+	defer cancel()
+	initdb := as(exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data,
+		"-U", "checkout", "-A", "trust", "-E", "UTF8", "--no-sync"))
+	setProcAttr(initdb.SysProcAttr)
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := startProc(as(exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
+			"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-F", "-c", "max_connections=50")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := fmt.Sprintf("postgres://checkout@127.0.0.1:%d/postgres?sslmode=disable", port)
+		if err = waitReady(p, func() error { return pgPing(url) }); err != nil {
+			p.stop(0, 0)
+			t.Logf("postgres on port %d: %v\n%s", port, err, p.out)
+			continue
+		}
+		t.Cleanup(func() { p.stop(syscall.SIGINT, 10*time.Second) })
+		return url
+	}
+	t.Fatal("postgres did not start")
+	return ""
+}
+
+// pgPing opens one connection to url and pings it.
+func pgPing(url string) error {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+// databases are the databases the store and the service are tested on:
+// SQLite always, PostgreSQL when it is installed. Each returns the -db
+// value for a fresh, empty database.
+func databases() []struct {
+	name string
+	dsn  func(t testing.TB) string
+} {
+	return []struct {
+		name string
+		dsn  func(t testing.TB) string
+	}{
+		{"sqlite", func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "checkout.db") }},
+		{"postgres", startPostgres},
 	}
 }
 
