@@ -27,7 +27,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeBinary() }))
 }
 
 // watchdog bounds every wait: a hang fails the test after it, it is not a
