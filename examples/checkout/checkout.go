@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/httplock"
@@ -21,58 +20,53 @@ const project = "checkout"
 // ctx is cancelled and the charge must not go through.
 type chargeFunc func(ctx context.Context, orderID string, amount int64) error
 
-// ledger remembers which orders are paid. In a real service this is the
-// database, shared by every worker; the lock is what makes its
-// check-then-charge-then-record sequence safe across workers.
-type ledger struct {
-	mu   sync.Mutex
-	paid map[string]int64 // order id → amount charged
-}
-
-func (l *ledger) get(id string) (int64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	amount, ok := l.paid[id]
-	return amount, ok
-}
-
-func (l *ledger) record(id string, amount int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.paid[id] = amount
-}
-
-// newHandler returns the service's routes:
+// newHandler returns the service's routes on a mux the caller may add
+// more to:
 //
 //	POST /orders/{id}/checkout  {"amount": 1500}  charge the order, once
-//	GET  /orders/{id}                             is it paid?
+//	GET  /orders/{id}                             is it paid, by whom?
 //
 // The checkout is a POST, as in the seed, but it acts on an existing
 // order, so unlike an insert it must lock: the route's middleware locks
-// POST (httplock.WithMethods). Two checkouts of one order at once get one
-// 200 and one 409; checkouts of different orders run in parallel. A
-// checkout of an order that is already paid answers 200 with status
-// "already_paid" and charges nothing: the lock makes that check reliable,
-// since no other checkout of the order can run between it and the charge.
-func newHandler(locker redlock.Locker, charge chargeFunc) (http.Handler, error) {
-	mw, err := httplock.New(locker, httplock.PathRecord(project, "order", "id"),
-		httplock.WithMethods(http.MethodPost))
+// POST (httplock.WithMethods), with a fencing token (redlock.WithFencing)
+// that every database write of the checkout carries (see store). Two
+// checkouts of one order at once get one 200 and one 409, whichever
+// instance of the service they reach; checkouts of different orders run
+// in parallel. A checkout of an order that is already paid answers 200
+// with status "already_paid" and charges nothing.
+//
+// instance names this process in the ledger (orders.charged_by,
+// ledger.instance).
+func newHandler(locker redlock.Locker, st *store, charge chargeFunc, instance string) (*http.ServeMux, error) {
+	mw, err := httplock.New(fencing{locker}, httplock.PathRecord(project, "order", "id"),
+		httplock.WithMethods(http.MethodPost), httplock.WithLockOptions(redlock.WithFencing()))
 	if err != nil {
 		return nil, err
 	}
-	l := &ledger{paid: make(map[string]int64)}
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{id}/checkout", mw.Wrap(checkout(l, charge)))
+	mux.Handle("POST /orders/{id}/checkout", mw.Wrap(checkout(st, charge, instance)))
 	mux.HandleFunc("GET /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		amount, paid := l.get(r.PathValue("id"))
-		reply(w, http.StatusOK, map[string]any{"order_id": r.PathValue("id"), "paid": paid, "amount": amount})
+		o, _, err := st.get(r.Context(), r.PathValue("id"))
+		if err != nil {
+			reply(w, http.StatusInternalServerError, map[string]any{"error": "the database is unavailable"})
+			return
+		}
+		reply(w, http.StatusOK, map[string]any{"order_id": o.ID, "paid": o.paid(), "amount": o.Amount,
+			"charged_by": o.ChargedBy, "fence": o.Fence})
 	})
 	return mux, nil
 }
 
-func checkout(l *ledger, charge chargeFunc) http.HandlerFunc {
+// checkout runs inside the order's lock. Its writes carry the lock's
+// fencing token: claim raises the order's token to ours before the
+// payment, and the charge is recorded only if no later holder has claimed
+// the order since (store.charge). A checkout whose lock was taken over
+// while it was paying (it paused past its validity, a Redis master lost
+// the key) is refused by the database and answers 409 with status
+// "stale"; a real service would void the payment there.
+func checkout(st *store, charge chargeFunc, instance string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
+		ctx, id := r.Context(), r.PathValue("id")
 		var body struct {
 			Amount int64 `json:"amount"`
 		}
@@ -84,21 +78,50 @@ func checkout(l *ledger, charge chargeFunc) http.HandlerFunc {
 			reply(w, http.StatusUnprocessableEntity, map[string]any{"error": "amount must be positive"})
 			return
 		}
-		if amount, paid := l.get(id); paid {
-			reply(w, http.StatusOK, map[string]any{"status": "already_paid", "order_id": id, "amount": amount})
+		fence, ok := fenceFrom(ctx)
+		if !ok || fence <= 0 { // fail closed: never write without a token
+			reply(w, http.StatusInternalServerError, map[string]any{"error": "the order lock carries no fencing token"})
 			return
 		}
-		if err := charge(r.Context(), id, body.Amount); err != nil {
-			if errors.Is(context.Cause(r.Context()), redlock.ErrLockLost) {
-				// The middleware answers: nothing was written yet.
-				return
+		o, err := st.claim(ctx, id, fence)
+		if err != nil {
+			refuse(w, ctx, id, fence, err)
+			return
+		}
+		if o.paid() {
+			reply(w, http.StatusOK, map[string]any{"status": "already_paid", "order_id": id, "amount": o.Amount})
+			return
+		}
+		if err := charge(ctx, id, body.Amount); err != nil {
+			if !lockLost(ctx) { // lost: the middleware answers 500, nothing was recorded
+				reply(w, http.StatusUnprocessableEntity, map[string]any{"error": fmt.Sprintf("payment failed: %v", err)})
 			}
-			reply(w, http.StatusUnprocessableEntity, map[string]any{"error": fmt.Sprintf("payment failed: %v", err)})
 			return
 		}
-		l.record(id, body.Amount)
-		reply(w, http.StatusOK, map[string]any{"status": "success", "order_id": id, "amount": body.Amount})
+		if err := st.charge(ctx, id, fence, instance, body.Amount); err != nil {
+			refuse(w, ctx, id, fence, err)
+			return
+		}
+		reply(w, http.StatusOK, map[string]any{"status": "success", "order_id": id, "amount": body.Amount, "fence": fence})
 	}
+}
+
+// refuse answers a checkout whose database write failed: 409 "stale" when
+// a later lock holder has written the order, nothing when the lock was
+// lost (the middleware answers 500), else 500.
+func refuse(w http.ResponseWriter, ctx context.Context, id string, fence int64, err error) {
+	switch {
+	case errors.Is(err, errStale):
+		reply(w, http.StatusConflict, map[string]any{"status": "stale", "order_id": id, "fence": fence, "error": err.Error()})
+	case lockLost(ctx):
+	default:
+		reply(w, http.StatusInternalServerError, map[string]any{"error": "the database is unavailable"})
+	}
+}
+
+// lockLost reports whether ctx ended because the request's lock was lost.
+func lockLost(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), redlock.ErrLockLost)
 }
 
 func reply(w http.ResponseWriter, status int, body any) {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,14 +21,13 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
-	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeBinary() }))
 }
 
 // watchdog bounds every wait: a hang fails the test after it, it is not a
@@ -134,9 +135,30 @@ func wait(t *testing.T, ch <-chan result) result {
 	}
 }
 
+// newStore opens a fresh SQLite database for the test.
+func newStore(t *testing.T) *store {
+	t.Helper()
+	return openTestStore(t, "sqlite:"+filepath.Join(t.TempDir(), "checkout.db"))
+}
+
+func openTestStore(t testing.TB, dsn string) *store {
+	t.Helper()
+	st, err := openStore(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// server serves the checkout routes as instance "test" on a fresh SQLite
+// database.
 func server(t *testing.T, locker redlock.Locker, g *gateway) string {
 	t.Helper()
-	h, err := newHandler(locker, g.charge)
+	return serverOn(t, locker, g, newStore(t), "test")
+}
+
+func serverOn(t *testing.T, locker redlock.Locker, g *gateway, st *store, instance string) string {
+	t.Helper()
+	h, err := newHandler(locker, st, g.charge, instance)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
@@ -156,7 +178,7 @@ func nodes(t *testing.T) map[string]func(t *testing.T) string {
 	}
 	return map[string]func(t *testing.T) string{
 		"miniredis": func(t *testing.T) string { return urls([]string{miniredis.RunT(t).Addr()}) },
-		"real N=3":  func(t *testing.T) string { return urls(redistest.Start(t, 3).Addrs()) },
+		"real N=3":  func(t *testing.T) string { return urls(startRedis(t, 3)) },
 	}
 }
 
@@ -173,7 +195,8 @@ func TestCheckoutSameOrderOnce(t *testing.T) {
 					envconfig.VarStrategy: strategy, envconfig.VarRetry: "2", envconfig.VarRetryDelay: "5",
 				})
 				g := newGateway()
-				base := server(t, locker, g)
+				st := newStore(t)
+				base := serverOn(t, locker, g, st, "test")
 
 				first := postAsync(t, base, "1234", 1500)
 				require.Equal(t, "1234", g.waitEntered(t))
@@ -191,6 +214,12 @@ func TestCheckoutSameOrderOnce(t *testing.T) {
 				assert.Equal(t, http.StatusOK, third.status)
 				assert.Equal(t, "already_paid", third.body["status"])
 				assert.Equal(t, map[string]int{"1234": 1}, g.charged(), "charged exactly once")
+				o, ok, err := st.get(t.Context(), "1234")
+				require.NoError(t, err)
+				assert.True(t, ok)
+				assert.Equal(t, order{ID: "1234", Amount: 1500, ChargedBy: "test", Fence: o.Fence}, o)
+				assert.Positive(t, o.Fence)
+				assert.Empty(t, audit(t, st), "the audit query finds nothing wrong")
 			})
 		}
 	}
@@ -259,7 +288,8 @@ func TestRun(t *testing.T) {
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-env", envFile}, &logs, func(a string) { addrc <- a })
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-env", envFile, "-db", filepath.Join(dir, "checkout.db"),
+			"-instance", "run-1"}, &logs, func(a string) { addrc <- a })
 	}()
 	var addr string
 	select {
@@ -285,7 +315,7 @@ func TestRun(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.JSONEq(t, `{"order_id":"77","paid":false,"amount":0}`, string(body))
+	assert.JSONEq(t, `{"order_id":"77","paid":false,"amount":0,"charged_by":"","fence":0}`, string(body))
 	http.DefaultClient.CloseIdleConnections()
 
 	cancel()
@@ -296,10 +326,201 @@ func TestRun(t *testing.T) {
 		t.Fatal("run did not stop")
 	}
 	assert.Contains(t, logs.String(), "strategy reject")
+	assert.Contains(t, logs.String(), "database: sqlite")
+	assert.Contains(t, logs.String(), "checkout run-1: ")
 
-	assert.Error(t, run(t.Context(), []string{"-env", filepath.Join(dir, "bad.env"), "-addr", "x"}, io.Discard, nil),
-		"a missing .env file is skipped, so the bad address is what fails")
+	assert.Error(t, run(t.Context(), []string{"-env", filepath.Join(dir, "bad.env"), "-addr", "x", "-db", filepath.Join(dir, "checkout.db")},
+		io.Discard, nil), "a missing .env file is skipped, so the bad address is what fails")
+	assert.ErrorContains(t, run(t.Context(), []string{"-env", "", "-db", "sqlite:"}, io.Discard, nil), "want postgres://")
 	t.Setenv(envconfig.VarTTL, "ten")
 	err = run(t.Context(), []string{"-env", ""}, io.Discard, nil)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "a malformed variable stops the service before it listens")
+}
+
+// A checkout whose lock is taken over while it is paying is refused by
+// the database. Instance A enters the gateway holding the order's lock;
+// the lock's key then vanishes from Redis (as when a master restarts
+// without persistence or its clock jumps), before A's heartbeat could
+// notice. Instance B takes the lock with a higher fencing token, claims
+// the order and starts paying; when A's payment returns, its charge is
+// refused (409, status "stale"), and B's charge, which comes after, is
+// the ledger's only row.
+func TestCheckoutStaleHolderRefused(t *testing.T) {
+	for _, db := range databases() {
+		t.Run(db.name, func(t *testing.T) {
+			srv := miniredis.RunT(t)
+			env := map[string]string{
+				envconfig.VarEnabled: "true", envconfig.VarNodes: "redis://" + srv.Addr(),
+				envconfig.VarStrategy: "reject", envconfig.VarTTL: "60", // heartbeat every 20 s: A never notices
+			}
+			st := openTestStore(t, db.dsn(t))
+			ga, gb := newGateway(), newGateway()
+			a := serverOn(t, fromEnv(t, env), ga, st, "A")
+			b := serverOn(t, fromEnv(t, env), gb, st, "B")
+
+			first := postAsync(t, a, "9", 900)
+			require.Equal(t, "9", ga.waitEntered(t))
+			key, err := httplock.KeySpace{}.Write(project, "order", "9")
+			require.NoError(t, err)
+			require.True(t, srv.Exists(key))
+			srv.Del(key) // A's lock is gone; A does not know
+
+			second := postAsync(t, b, "9", 900)
+			require.Equal(t, "9", gb.waitEntered(t)) // B has claimed the order and is paying
+			close(ga.release)
+			ra := wait(t, first)
+			assert.Equal(t, http.StatusConflict, ra.status, ra.body)
+			assert.Equal(t, "stale", ra.body["status"])
+			close(gb.release)
+			rb := wait(t, second)
+			require.Equal(t, http.StatusOK, rb.status, rb.body)
+			assert.Equal(t, "success", rb.body["status"])
+			assert.Less(t, ra.body["fence"], rb.body["fence"])
+
+			o, _, err := st.get(t.Context(), "9")
+			require.NoError(t, err)
+			assert.Equal(t, "B", o.ChargedBy)
+			assert.Equal(t, []ledgerRow{{OrderID: "9", Fence: int64(rb.body["fence"].(float64)), Instance: "B", Amount: 900}},
+				ledger(t, st))
+			assert.Empty(t, audit(t, st))
+		})
+	}
+}
+
+// fencing.Do hands fn the lock's token, higher on each acquisition, and
+// cancels fn's context with ErrLockLost when the lock is lost.
+func TestFencingDo(t *testing.T) {
+	srv := miniredis.RunT(t)
+	locker := fencing{fromEnv(t, map[string]string{
+		envconfig.VarEnabled: "true", envconfig.VarNodes: "redis://" + srv.Addr(), envconfig.VarTTL: "1",
+	})}
+	var fences []int64
+	for range 2 {
+		require.NoError(t, locker.Do(t.Context(), "k", func(ctx context.Context) error {
+			f, ok := fenceFrom(ctx)
+			assert.True(t, ok)
+			fences = append(fences, f)
+			return nil
+		}, redlock.WithFencing()))
+	}
+	assert.Equal(t, []int64{1, 2}, fences)
+	assert.False(t, srv.Exists("k"), "released")
+
+	err := locker.Do(t.Context(), "k", func(ctx context.Context) error {
+		srv.Del("k") // the heartbeat's next extension fails
+		select {
+		case <-ctx.Done():
+			assert.ErrorIs(t, context.Cause(ctx), redlock.ErrLockLost)
+			return nil
+		case <-time.After(watchdog):
+			return errors.New("the lock loss never cancelled the context")
+		}
+	}, redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrLockLost)
+
+	_, ok := fenceFrom(t.Context())
+	assert.False(t, ok)
+	assert.ErrorIs(t, locker.Do(t.Context(), "k", nil), redlock.ErrInvalid)
+}
+
+// The store's fencing rule, on each database: a claim or charge with a
+// token lower than the order's is refused, and an order is charged once.
+func TestStoreFencing(t *testing.T) {
+	for _, db := range databases() {
+		t.Run(db.name, func(t *testing.T) {
+			ctx, dsn := t.Context(), db.dsn(t)
+			st := openTestStore(t, dsn)
+			o, err := st.claim(ctx, "1", 5)
+			require.NoError(t, err)
+			assert.Equal(t, order{ID: "1", Fence: 5}, o)
+			_, err = st.claim(ctx, "1", 5)
+			assert.ErrorIs(t, err, errStale, "a token claims once")
+			_, err = st.claim(ctx, "1", 6)
+			require.NoError(t, err)
+
+			assert.ErrorIs(t, st.charge(ctx, "1", 5, "old", 100), errStale, "the holder of 5 was overtaken by 6")
+			require.NoError(t, st.charge(ctx, "1", 6, "new", 100))
+			_, err = st.claim(ctx, "1", 4)
+			assert.ErrorIs(t, err, errStale)
+			o, err = st.claim(ctx, "1", 7)
+			require.NoError(t, err)
+			assert.Equal(t, order{ID: "1", Amount: 100, ChargedBy: "new", Fence: 7}, o)
+			assert.ErrorIs(t, st.charge(ctx, "1", 7, "again", 100), errStale, "charged already")
+			assert.ErrorIs(t, st.charge(ctx, "2", 1, "x", 1), errStale, "no such order")
+
+			got, ok, err := st.get(ctx, "1")
+			require.NoError(t, err)
+			assert.True(t, ok)
+			assert.Equal(t, order{ID: "1", Amount: 100, ChargedBy: "new", Fence: 7}, got)
+			_, ok, err = st.get(ctx, "2")
+			require.NoError(t, err)
+			assert.False(t, ok)
+			assert.Equal(t, []ledgerRow{{OrderID: "1", Fence: 6, Instance: "new", Amount: 100}}, ledger(t, st))
+			assert.Empty(t, audit(t, st))
+
+			_, err = st.claim(ctx, "3", 1) // claimed, never charged: the audit reports it
+			require.NoError(t, err)
+			assert.Equal(t, []string{"3 charged_by=<nil> charges=0"}, audit(t, st))
+
+			again := openTestStore(t, dsn) // opening an existing database keeps its tables
+			_, ok, err = again.get(ctx, "1")
+			require.NoError(t, err)
+			assert.True(t, ok)
+		})
+	}
+}
+
+// auditQuery is the one query that checks the service's promise (the
+// README shows it): it lists every order not charged exactly once, so
+// no rows means each order was charged once, with one ledger row.
+const auditQuery = `
+SELECT o.id, o.charged_by, COUNT(l.order_id) AS charges
+FROM orders o LEFT JOIN ledger l ON l.order_id = o.id
+GROUP BY o.id, o.charged_by
+HAVING o.charged_by IS NULL OR COUNT(l.order_id) <> 1
+ORDER BY o.id`
+
+// audit runs auditQuery and returns its rows as text.
+func audit(t testing.TB, st *store) []string {
+	t.Helper()
+	rows, err := st.db.QueryContext(t.Context(), auditQuery)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		var by sql.NullString
+		var n int
+		require.NoError(t, rows.Scan(&id, &by, &n))
+		byText := "<nil>"
+		if by.Valid {
+			byText = by.String
+		}
+		out = append(out, fmt.Sprintf("%s charged_by=%s charges=%d", id, byText, n))
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+type ledgerRow struct {
+	OrderID  string
+	Fence    int64
+	Instance string
+	Amount   int64
+}
+
+// ledger returns the ledger, by order and fence.
+func ledger(t testing.TB, st *store) []ledgerRow {
+	t.Helper()
+	rows, err := st.db.QueryContext(t.Context(), `SELECT order_id, fence, instance, amount FROM ledger ORDER BY order_id, fence`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []ledgerRow
+	for rows.Next() {
+		var r ledgerRow
+		require.NoError(t, rows.Scan(&r.OrderID, &r.Fence, &r.Instance, &r.Amount))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
