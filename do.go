@@ -23,6 +23,19 @@ func (lk *locker) lock(ctx context.Context, key string, opts []Option) (*Lock, e
 	return l, nil
 }
 
+// heldKey is the context key under which Do hands fn its lock.
+type heldKey struct{}
+
+// FromContext returns the lock that Do holds while it runs fn, from fn's
+// context or one derived from it, and false elsewhere. fn reads its fencing
+// token (Fence) there, to send with every write to the protected resource,
+// and its validity (Until); Do renews and releases it, so fn must not call
+// Unlock.
+func FromContext(ctx context.Context) (*Lock, bool) {
+	l, ok := ctx.Value(heldKey{}).(*Lock)
+	return l, ok
+}
+
 // do is Do for both lockers.
 func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) (err error) {
 	if fn == nil {
@@ -39,7 +52,7 @@ func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) e
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
+	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{}, l))
 	l.onLost = cancel // set before the heartbeat can call it
 	l.startRenewal(ctx)
 	// Deferred so that it also runs while fn panics; the panic then goes on

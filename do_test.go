@@ -404,3 +404,25 @@ func TestRealServersDoLosesLockWhenAMajorityStalls(t *testing.T) {
 	require.ErrorAs(t, cause, &qe, "the cause carries what each node said")
 	assert.Len(t, qe.Failed, 3)
 }
+
+// TestDoHandsFnItsLock: fn finds the lock Do holds in its context, with
+// the fencing token the nodes issued; outside Do there is none.
+func TestDoHandsFnItsLock(t *testing.T) {
+	ms, bs := minis(t, 3)
+	r, err := redlock.New(bs, redlock.WithFencing())
+	require.NoError(t, err)
+	_, ok := redlock.FromContext(t.Context())
+	assert.False(t, ok, "no lock outside Do")
+	for want := int64(1); want <= 2; want++ {
+		err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+			l, ok := redlock.FromContext(context.WithValue(ctx, struct{}{}, "derived"))
+			require.True(t, ok)
+			assert.Equal(t, "k", l.Key())
+			assert.Equal(t, want, l.Fence(), "the token of this holder")
+			v, _ := ms[0].Get("k")
+			assert.Equal(t, l.Token(), v, "the lock the nodes hold")
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}

@@ -63,6 +63,9 @@ type Locker interface {
 	// cancelled at once with a cause matching ErrLockLost
 	// (context.Cause(ctx)): fn should stop writing when its context ends.
 	//
+	// fn finds the lock in its context with FromContext: with WithFencing,
+	// its Fence is the token to send with fn's writes.
+	//
 	// Do returns the acquisition's error if the lock was not acquired
 	// (nothing ran), otherwise fn's error; when the lock was lost while fn
 	// ran, an error matching ErrLockLost joined with fn's error, if any.

@@ -38,7 +38,7 @@ type chargeFunc func(ctx context.Context, orderID string, amount int64) error
 // instance names this process in the ledger (orders.charged_by,
 // ledger.instance).
 func newHandler(locker redlock.Locker, st *store, charge chargeFunc, instance string) (*http.ServeMux, error) {
-	mw, err := httplock.New(fencing{locker}, httplock.PathRecord(project, "order", "id"),
+	mw, err := httplock.New(locker, httplock.PathRecord(project, "order", "id"),
 		httplock.WithMethods(http.MethodPost), httplock.WithLockOptions(redlock.WithFencing()))
 	if err != nil {
 		return nil, err
@@ -78,8 +78,11 @@ func checkout(st *store, charge chargeFunc, instance string) http.HandlerFunc {
 			reply(w, http.StatusUnprocessableEntity, map[string]any{"error": "amount must be positive"})
 			return
 		}
-		fence, ok := fenceFrom(ctx)
-		if !ok || fence <= 0 { // fail closed: never write without a token
+		var fence int64 // the token of the lock the middleware's Do holds
+		if l, ok := redlock.FromContext(ctx); ok {
+			fence = l.Fence()
+		}
+		if fence <= 0 { // fail closed: never write without a token
 			reply(w, http.StatusInternalServerError, map[string]any{"error": "the order lock carries no fencing token"})
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -385,42 +384,6 @@ func TestCheckoutStaleHolderRefused(t *testing.T) {
 			assert.Empty(t, audit(t, st))
 		})
 	}
-}
-
-// fencing.Do hands fn the lock's token, higher on each acquisition, and
-// cancels fn's context with ErrLockLost when the lock is lost.
-func TestFencingDo(t *testing.T) {
-	srv := miniredis.RunT(t)
-	locker := fencing{fromEnv(t, map[string]string{
-		envconfig.VarEnabled: "true", envconfig.VarNodes: "redis://" + srv.Addr(), envconfig.VarTTL: "1",
-	})}
-	var fences []int64
-	for range 2 {
-		require.NoError(t, locker.Do(t.Context(), "k", func(ctx context.Context) error {
-			f, ok := fenceFrom(ctx)
-			assert.True(t, ok)
-			fences = append(fences, f)
-			return nil
-		}, redlock.WithFencing()))
-	}
-	assert.Equal(t, []int64{1, 2}, fences)
-	assert.False(t, srv.Exists("k"), "released")
-
-	err := locker.Do(t.Context(), "k", func(ctx context.Context) error {
-		srv.Del("k") // the heartbeat's next extension fails
-		select {
-		case <-ctx.Done():
-			assert.ErrorIs(t, context.Cause(ctx), redlock.ErrLockLost)
-			return nil
-		case <-time.After(watchdog):
-			return errors.New("the lock loss never cancelled the context")
-		}
-	}, redlock.WithFencing())
-	assert.ErrorIs(t, err, redlock.ErrLockLost)
-
-	_, ok := fenceFrom(t.Context())
-	assert.False(t, ok)
-	assert.ErrorIs(t, locker.Do(t.Context(), "k", nil), redlock.ErrInvalid)
 }
 
 // The store's fencing rule, on each database: a claim or charge with a
