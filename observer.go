@@ -51,7 +51,9 @@ const (
 	// held; Err is Unlock's error.
 	EventRelease
 	// EventNodeError: one node failed a call (a transport error or
-	// timeout, not a refusal). Node names it, Op is "acquire", "extend",
+	// timeout; not a refusal, nor a call cut short because its caller
+	// cancelled, such as an extension in flight when Unlock stops the
+	// heartbeat). Node names it, Op is "acquire", "extend",
 	// "release", "fence" (the fencing raise round) or "watch"
 	// (subscribing to release notifications), Duration is how long the
 	// call took.

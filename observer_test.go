@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -197,4 +198,42 @@ func TestNothingIsLoggedByDefault(t *testing.T) {
 	_, err = s.Lock(t.Context(), "k")
 	require.Error(t, err)
 	assert.Empty(t, buf.String())
+}
+
+// TestStoppedHeartbeatIsNoNodeError: Do's function returns while an
+// extension is in flight; stopping the heartbeat cancels it, and that
+// says nothing about the nodes, so no EventNodeError is reported.
+func TestStoppedHeartbeatIsNoNodeError(t *testing.T) {
+	_, bs := minis(t, 3)
+	nodes, fakes := fakenode.WrapAll(bs)
+	inFlight := make(chan struct{}, len(fakes))
+	for _, f := range fakes {
+		f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+			if c.Op != fakenode.Extend {
+				return c.Send(ctx)
+			}
+			inFlight <- struct{}{}
+			<-ctx.Done() // a node that has not answered yet
+			return fakenode.Result{Err: ctx.Err()}
+		})
+	}
+	var mu sync.Mutex
+	var nodeErrors []redlock.Event
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventNodeError {
+			mu.Lock()
+			nodeErrors = append(nodeErrors, e)
+			mu.Unlock()
+		}
+	})
+	r, err := redlock.New(nodes, redlock.WithTTL(time.Minute), redlock.WithRenewEvery(time.Millisecond), redlock.WithObserver(obs))
+	require.NoError(t, err)
+	err = r.Do(t.Context(), "k", func(ctx context.Context) error {
+		<-inFlight // an extension is waiting on the nodes
+		return nil
+	})
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, nodeErrors, "a cancelled extension is not a failing node")
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -58,7 +59,7 @@ func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCa
 		if err == nil && !ok {
 			err = refused
 		}
-		if err != nil && err != refused {
+		if err != nil && err != refused && !callerGaveUp(ctx, err) {
 			cfg.observe(Event{Kind: EventNodeError, Key: key, Node: nodes[i].Name(), Op: op,
 				Duration: cfg.clock.Now().Sub(start), Err: err})
 		}
@@ -99,4 +100,12 @@ func (s scope) releaseAll(ctx context.Context, token string) round {
 		func(ctx context.Context, _ int, b Backend) (bool, error) {
 			return b.Release(ctx, s.key, token, announce)
 		})
+}
+
+// callerGaveUp reports whether a node call failed only because the caller
+// cancelled the round (Unlock stopping an extension in flight, a request
+// that went away): that says nothing about the node, so it is no
+// EventNodeError. A per-node timeout still is.
+func callerGaveUp(ctx context.Context, err error) bool {
+	return errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled)
 }
