@@ -640,10 +640,11 @@ func TestNilArguments(t *testing.T) {
 	if got := points(t, tel.metrics(t)[redlockotel.MetricAcquisitions]); !equal(got, map[string]float64{"outcome=invalid": 2}) {
 		t.Errorf("acquisitions %v", got)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("Wrap(nil) did not panic")
-		}
-	}()
-	redlockotel.Wrap(nil)
+	nilWrapped := redlockotel.Wrap(nil)
+	if _, err := nilWrapped.Lock(t.Context(), "k"); !errors.Is(err, redlock.ErrInvalid) {
+		t.Errorf("Wrap(nil).Lock: %v", err)
+	}
+	if err := nilWrapped.Do(t.Context(), "k", func(context.Context) error { return nil }); !errors.Is(err, redlock.ErrInvalid) {
+		t.Errorf("Wrap(nil).Do: %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package redlockotel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -48,11 +49,12 @@ const (
 )
 
 // Wrap returns a Locker that traces and measures every Lock and Do of l,
-// and the Extend, Unlock and loss of every lock they return. It panics on
-// a nil l. See the package documentation for what is recorded.
+// and the Extend, Unlock and loss of every lock they return. See the
+// package documentation for what is recorded. Wrapping a nil l gives a
+// Locker whose every call fails with an error matching redlock.ErrInvalid.
 func Wrap(l redlock.Locker, opts ...Option) redlock.Locker {
 	if l == nil {
-		panic("redlockotel.Wrap: nil Locker")
+		return nilLocker{}
 	}
 	t := newTelemetry(opts)
 	if _, single := l.(*redlock.Single); single && t.cfg.nodes == 0 {
@@ -306,4 +308,18 @@ func fail(span trace.Span, err error, at time.Time) {
 	}
 	span.RecordError(err, trace.WithTimestamp(at))
 	span.SetStatus(codes.Error, err.Error())
+}
+
+// nilLocker is what Wrap(nil) returns: a bad argument is reported by the
+// first call, as an error, rather than by a panic.
+type nilLocker struct{}
+
+var errNilLocker = fmt.Errorf("%w: redlockotel.Wrap: nil Locker", redlock.ErrInvalid)
+
+func (nilLocker) Lock(context.Context, string, ...redlock.Option) (*redlock.Lock, error) {
+	return nil, errNilLocker
+}
+
+func (nilLocker) Do(context.Context, string, func(context.Context) error, ...redlock.Option) error {
+	return errNilLocker
 }
