@@ -316,6 +316,9 @@ func TestRun(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.JSONEq(t, `{"order_id":"77","paid":false,"amount":0,"charged_by":"","fence":0}`, string(body))
+	busy, _ := counter(scrape(t, "http://"+addr), "redlock_lock_acquisitions_total",
+		map[string]string{"key": "order:{id}", "outcome": "busy"})
+	assert.Equal(t, 1.0, busy, "run serves the lock metrics on /metrics")
 	http.DefaultClient.CloseIdleConnections()
 
 	cancel()
