@@ -20,6 +20,7 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -177,7 +178,7 @@ func nodes(t *testing.T) map[string]func(t *testing.T) string {
 	}
 	return map[string]func(t *testing.T) string{
 		"miniredis": func(t *testing.T) string { return urls([]string{miniredis.RunT(t).Addr()}) },
-		"real N=3":  func(t *testing.T) string { return urls(startRedis(t, 3)) },
+		"real N=3":  func(t *testing.T) string { return urls(redistest.Start(t, 3).Addrs()) },
 	}
 }
 
@@ -315,6 +316,9 @@ func TestRun(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.JSONEq(t, `{"order_id":"77","paid":false,"amount":0,"charged_by":"","fence":0}`, string(body))
+	busy, _ := counter(scrape(t, "http://"+addr), "redlock_lock_acquisitions_total",
+		map[string]string{"key": "order:{id}", "outcome": "busy"})
+	assert.Equal(t, 1.0, busy, "run serves the lock metrics on /metrics")
 	http.DefaultClient.CloseIdleConnections()
 
 	cancel()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/httplock"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -180,7 +181,7 @@ func TestEndToEndChargedOnce(t *testing.T) {
 	for _, db := range databases() {
 		t.Run(db.name, func(t *testing.T) {
 			dsn := db.dsn(t)
-			env := lockEnv(startRedis(t, 5), "retry", 10)
+			env := lockEnv(redistest.Start(t, 5).Addrs(), "retry", 10)
 			var ins []instance
 			for i := range 3 {
 				ins = append(ins, startInstance(t, fmt.Sprintf("i%d", i+1), dsn, env, "-charge-delay", "100ms"))
@@ -272,7 +273,7 @@ func TestEndToEndStaleHolderRefused(t *testing.T) {
 	for _, db := range databases() {
 		t.Run(db.name, func(t *testing.T) {
 			dsn := db.dsn(t)
-			addrs := startRedis(t, 5)
+			addrs := redistest.Start(t, 5).Addrs()
 			env := lockEnv(addrs, "reject", 30)
 			a := startInstance(t, "A", dsn, env, "-charge-delay", "3s")
 			b := startInstance(t, "B", dsn, env, "-charge-delay", "3s")
@@ -293,9 +294,9 @@ func TestEndToEndStaleHolderRefused(t *testing.T) {
 			key, err := httplock.KeySpace{}.Write(project, "order", "stale-1")
 			require.NoError(t, err)
 			for _, addr := range addrs {
-				reply, err := redisDo(addr, "DEL", key)
+				n, err := redistest.Client(t, addr).Del(ctx, key).Result()
 				require.NoError(t, err)
-				require.Equal(t, ":1", reply, "A's lock key on %s", addr)
+				require.EqualValues(t, 1, n, "A's lock key on %s", addr)
 			}
 
 			rb := checkoutVia(ctx, client, b, "stale-1", 500)

@@ -12,6 +12,7 @@
 //	    500 {"error":"..."}                the lock service or the database could not
 //	                                       decide, or the lock was lost
 //	GET  /orders/{id}
+//	GET  /metrics                          the lock metrics, for Prometheus
 //
 // The locker comes from the LOCK_DISTRIBUTED_* variables, read from the
 // environment and from the .env file named by -env (skipped if it does not
@@ -63,7 +64,7 @@ func main() {
 
 // run serves until ctx ends, then shuts down gracefully. ready, when not
 // nil, is called with the listening address once requests can be sent.
-func run(ctx context.Context, args []string, logw io.Writer, ready func(addr string)) error {
+func run(ctx context.Context, args []string, logw io.Writer, ready func(addr string)) (err error) {
 	flags := flag.NewFlagSet("checkout", flag.ContinueOnError)
 	flags.SetOutput(logw)
 	addr := flags.String("addr", envOr("CHECKOUT_ADDR", "127.0.0.1:8080"), "listen address")
@@ -111,11 +112,15 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	defer st.Close()
 	logger.Printf("database: %s", st.driver)
 
-	mux, err := newHandler(locker, st, simulatedCharge(*chargeDelay), *instance)
+	mux, shutdownMetrics, err := newService(locker, st, simulatedCharge(*chargeDelay), *instance)
 	if err != nil {
 		return err
 	}
-	// Further routes (such as /metrics) go on mux here.
+	defer func() { // after the server: the checkouts in flight have been counted
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = errors.Join(err, shutdownMetrics(ctx))
+	}()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

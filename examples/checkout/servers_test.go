@@ -1,54 +1,36 @@
 package main
 
-// Test servers: redis-server and PostgreSQL processes, started for one
-// test and killed by PID in its cleanup.
-//
-// The core module has a redis-server launcher (internal/redisserver) and a
-// skip-or-fail rule (internal/testenv), but this is another module, and Go
-// forbids importing a module's internal packages from outside it; the
-// core's API stays as it is. So the little this module needs is here:
-// requireOrSkip mirrors internal/testenv, startRedis is the bare minimum
-// of internal/redisserver.
+// Test servers. redis-server comes from the core's internal/redistest
+// (this module's import path is under github.com/quorumlock/redlock, so
+// Go lets it import the core's internal packages), and a missing server
+// is skipped or failed by internal/testenv. PostgreSQL, which only this
+// module's tests use, is launched here, as are the service instances of
+// the end-to-end tests: processes started for one test (startProc) and
+// killed by PID in its cleanup. internal/redisserver keeps its process
+// handling to itself (it exports none), so the few lines of it these
+// need are below and in sysproc_*_test.go.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/freeport"
+	"github.com/quorumlock/redlock/internal/testenv"
 )
 
-// The environment variables that, set to "1", turn a missing server into
-// a test failure instead of a skip (CI sets both; see .ci/run).
-const (
-	requireRedis    = "REDLOCK_REQUIRE_REDIS"    // redis-server on PATH
-	requirePostgres = "REDLOCK_REQUIRE_POSTGRES" // initdb and postgres (Debian: apt-get install postgresql)
-)
-
-// requireOrSkip stops a test whose server is missing: it fails when env
-// is "1", and skips otherwise.
-func requireOrSkip(t testing.TB, env, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv(env) == "1" {
-		t.Fatalf("%s (%s=1, so this is fatal)", msg, env)
-	}
-	t.Skipf("%s (set %s=1 to fail instead of skipping)", msg, env)
-}
-
-// startTimeout bounds how long a server may take to answer.
+// startTimeout bounds how long a process of a test may take to be ready.
 const startTimeout = 30 * time.Second
 
 // proc is a server process of a test.
@@ -100,84 +82,6 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the group: postgres's children too
 	<-p.done
-}
-
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before the server binds it, so the launchers retry.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// startRedis starts n redis-server processes without persistence on
-// loopback ports and returns their addresses.
-func startRedis(t testing.TB, n int) []string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		requireOrSkip(t, requireRedis, "redis-server not found on PATH (Debian: apt-get install redis-server)")
-	}
-	addrs := make([]string, n)
-	for i := range addrs {
-		var p *proc
-		for attempt := 0; attempt < 3 && p == nil; attempt++ {
-			port, err := freePort()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-				"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
-			cmd.Dir = dir
-			if p, err = startProc(cmd); err != nil {
-				t.Fatal(err)
-			}
-			addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			if err = waitReady(p, func() error { return redisPing(addrs[i]) }); err != nil {
-				p.stop(0, 0)
-				t.Logf("redis-server on %s: %v\n%s", addrs[i], err, p.out)
-				p = nil
-			}
-		}
-		if p == nil {
-			t.Fatalf("redis-server %d did not start", i)
-		}
-		t.Cleanup(func() { p.stop(0, 0) })
-	}
-	return addrs
-}
-
-// redisPing sends one RESP PING.
-func redisPing(addr string) error {
-	reply, err := redisDo(addr, "PING")
-	if err == nil && reply != "+PONG" {
-		err = fmt.Errorf("PING: %q", reply)
-	}
-	return err
-}
-
-// redisDo sends one command over a fresh connection and returns the first
-// line of the reply.
-func redisDo(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	req := fmt.Sprintf("*%d\r\n", len(args))
-	for _, a := range args {
-		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := conn.Write([]byte(req)); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return strings.TrimSuffix(line, "\r\n"), err
 }
 
 // waitReady calls ready until it succeeds, the process exits, or
@@ -233,7 +137,7 @@ func startPostgres(t testing.TB) string {
 	t.Helper()
 	bin := postgresBin()
 	if bin == "" {
-		requireOrSkip(t, requirePostgres, "PostgreSQL's initdb and postgres not found on PATH nor in /usr/lib/postgresql/*/bin "+
+		testenv.SkipOrFail(t, testenv.Postgres, "PostgreSQL's initdb and postgres not found on PATH nor in /usr/lib/postgresql/*/bin "+
 			"(Debian: apt-get install postgresql)")
 	}
 	dir, err := os.MkdirTemp("", "checkout-pg-")
@@ -269,7 +173,7 @@ func startPostgres(t testing.TB) string {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := freeport.Get()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,9 @@
 // Package testenv decides what a test does when something it needs from the
-// host is missing (a redis-server binary, a Docker engine, an image, a
-// tool): it skips, unless an environment variable says the run requires
-// that dependency, in which case it fails. CI sets the variables so that a
-// broken environment cannot pass as a run of skipped tests.
+// host is missing (a redis-server binary, a PostgreSQL installation, a
+// Docker engine, an image, a tool): it skips, unless an environment
+// variable says the run requires that dependency, in which case it fails.
+// CI sets the variables so that a broken environment cannot pass as a run
+// of skipped tests.
 package testenv
 
 import (
@@ -19,6 +20,9 @@ const (
 	// Docker covers tests that run Redis containers and the host tools
 	// they use (internal/dockercluster).
 	Docker = "REDLOCK_REQUIRE_DOCKER"
+	// Postgres covers tests that run throwaway PostgreSQL clusters
+	// (initdb and postgres; the checkout example's servers_test.go).
+	Postgres = "REDLOCK_REQUIRE_POSTGRES"
 )
 
 // Required reports whether the environment variable env is "1", i.e.
