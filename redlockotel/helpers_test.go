@@ -164,9 +164,10 @@ type events struct {
 }
 
 type trigger struct {
-	kind redlock.EventKind
-	n    int
-	f    func()
+	kind   redlock.EventKind
+	n      int
+	f      func()
+	inline bool // f runs on the observing goroutine, which waits for it
 }
 
 func newEvents() *events { return &events{} }
@@ -175,12 +176,28 @@ func (e *events) Observe(ev redlock.Event) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
 	n := e.countLocked(ev.Kind)
+	var inline []func()
 	for _, tr := range e.triggers {
 		if tr.kind == ev.Kind && tr.n == n {
-			go tr.f()
+			if tr.inline {
+				inline = append(inline, tr.f)
+			} else {
+				go tr.f()
+			}
 		}
 	}
 	e.mu.Unlock()
+	for _, f := range inline {
+		f()
+	}
+}
+
+// onInline runs f on the observing goroutine when the n-th event of kind
+// arrives: the operation that reported it goes on only once f returns.
+func (e *events) onInline(kind redlock.EventKind, n int, f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.triggers = append(e.triggers, trigger{kind: kind, n: n, f: f, inline: true})
 }
 
 // on runs f on a goroutine of its own once the n-th event of kind (from
@@ -192,7 +209,7 @@ func (e *events) on(kind redlock.EventKind, n int, f func()) {
 		go f()
 		return
 	}
-	e.triggers = append(e.triggers, trigger{kind, n, f})
+	e.triggers = append(e.triggers, trigger{kind: kind, n: n, f: f})
 }
 
 // wait returns once n events of kind have arrived (from the start), or

@@ -44,7 +44,9 @@ func TestDoWaitsRenewsReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := make(chan error, 1)
-	seen.on(redlock.EventContention, 1, func() { released <- holder.Unlock(ctx) }) // once the Do found the key held
+	// Released once the Do found the key held, before its next attempt (the
+	// one right after it subscribes), so that attempt gets the lock.
+	seen.onInline(redlock.EventContention, 1, func() { released <- holder.Unlock(ctx) })
 
 	root, end := tel.tp.Tracer("test").Start(ctx, "request")
 	err = locker.Do(root, "order:1", func(ctx context.Context) error {
