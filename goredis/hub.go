@@ -2,6 +2,8 @@ package goredis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +74,7 @@ type subscription struct {
 
 	channels map[string]*channelWaiters // the channels that have waiters
 	written  map[string]bool            // the channels SUBSCRIBEd, as last written
+	refused  map[string]bool            // SUBSCRIBEd, but the node may have refused it
 	waiters  int
 	pings    uint64 // the number of the last PING planned
 	resync   bool   // the connection dropped: a PING must follow
@@ -160,7 +163,8 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
 		ps = h.wrap(ps)
 	}
 	s := &subscription{ps: ps, ctx: rctx, cancel: cancel, closing: make(chan struct{}),
-		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{}}
+		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{},
+		refused: map[string]bool{}}
 	s.wg.Add(2)
 	go s.receive(&h.mu)
 	go s.write(&h.mu)
@@ -227,6 +231,12 @@ type plan struct {
 func (s *subscription) planLocked() plan {
 	var p plan
 	confirm := s.resync
+	for name := range s.refused {
+		delete(s.refused, name)
+		if s.channels[name] == nil { // off go-redis's list, which it resubscribes
+			p.unsubscribe = append(p.unsubscribe, name)
+		}
+	}
 	for name, cw := range s.channels {
 		if !s.written[name] {
 			s.written[name] = true
@@ -273,6 +283,26 @@ func (s *subscription) failedLocked(p plan, err error) {
 		}
 	}
 	s.resync, s.resyncAt = true, 0
+}
+
+// refusedLocked, called with the hub's mutex held after the node replied
+// with an error, fails every channel whose SUBSCRIBE was written and not
+// yet confirmed: replies come in order, so the refused command is one of
+// theirs (or an UNSUBSCRIBE, and failing them is then merely cautious).
+// Their Notify calls return the error. They count as not written, so that
+// a new waiter's SUBSCRIBE is written again, and as refused, so that they
+// are unsubscribed if nobody waits for them any more.
+func (s *subscription) refusedLocked(err error) {
+	for name, cw := range s.channels {
+		if !cw.ok && cw.ping != 0 {
+			cw.err = fmt.Errorf("goredis: subscribing to %s: %w", name, err)
+			close(cw.active)
+			delete(s.channels, name)
+			delete(s.written, name)
+			s.refused[name] = true
+		}
+	}
+	s.wake()
 }
 
 // write is the writing goroutine: it brings the node in line with the
@@ -345,6 +375,15 @@ func (s *subscription) receive(mu *sync.Mutex) {
 			case <-s.closing:
 				return
 			default:
+			}
+			if _, ok := errors.AsType[redis.Error](err); ok {
+				// The node refused a command (a SUBSCRIBE denied by an
+				// ACL, an SSUBSCRIBE answered MOVED after the slot
+				// moved): the PING that follows it will be answered, but
+				// must not confirm a subscription that may not exist.
+				mu.Lock()
+				s.refusedLocked(err)
+				mu.Unlock()
 			}
 			// go-redis reconnects and resubscribes, in this Receive or the
 			// next, or in the next write; what was published meanwhile is
