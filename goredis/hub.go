@@ -49,6 +49,10 @@ type hub struct {
 	mu  sync.Mutex
 	sub *subscription // nil while nobody waits
 
+	// sharded makes the hub subscribe with SSUBSCRIBE and SUNSUBSCRIBE
+	// (a Redis Cluster node's hub, one per hash slot, see cluster.go).
+	sharded bool
+
 	// wrap, when set (by tests), stands between the hub and go-redis.
 	wrap func(pubSub) pubSub
 }
@@ -62,6 +66,21 @@ type pubSub interface {
 	Close() error
 }
 
+// shardedPubSub is a *redis.PubSub whose Subscribe and Unsubscribe are
+// SSUBSCRIBE and SUNSUBSCRIBE. Over a ClusterClient, go-redis opens it on
+// the master of its first channel's slot, and reopens it there after a
+// drop (resubscribing every channel in one SSUBSCRIBE, which a cluster
+// refuses with CROSSSLOT unless they share a slot: hence one hub per slot).
+type shardedPubSub struct{ *redis.PubSub }
+
+func (p shardedPubSub) Subscribe(ctx context.Context, channels ...string) error {
+	return p.SSubscribe(ctx, channels...)
+}
+
+func (p shardedPubSub) Unsubscribe(ctx context.Context, channels ...string) error {
+	return p.SUnsubscribe(ctx, channels...)
+}
+
 // subscription is one pub/sub connection and what it is subscribed to.
 // Its maps and counters are guarded by the hub's mutex.
 type subscription struct {
@@ -70,6 +89,11 @@ type subscription struct {
 	cancel  context.CancelFunc
 	closing chan struct{} // closed when the last waiter left
 	kick    chan struct{} // capacity 1: the writer has something to do
+	// dialled, for a sharded hub, is closed once the writer has written
+	// its first round, whose SSUBSCRIBE dials the connection: receive
+	// waits for it, or go-redis, asked to read before any channel is
+	// known, would dial a random node of the cluster.
+	dialled chan struct{}
 	wg      sync.WaitGroup
 
 	channels map[string]*channelWaiters // the channels that have waiters
@@ -158,15 +182,23 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 // open starts a subscription and its goroutines; called with h.mu held.
 func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var ps pubSub = c.Subscribe(rctx)
+	var ps pubSub
+	if h.sharded {
+		ps = shardedPubSub{c.SSubscribe(rctx)}
+	} else {
+		ps = c.Subscribe(rctx)
+	}
 	if h.wrap != nil {
 		ps = h.wrap(ps)
 	}
 	s := &subscription{ps: ps, ctx: rctx, cancel: cancel, closing: make(chan struct{}),
 		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{},
 		refused: map[string]bool{}}
+	if h.sharded {
+		s.dialled = make(chan struct{})
+	}
 	s.wg.Add(2)
-	go s.receive(&h.mu)
+	go s.receive(&h.mu, s.dialled)
 	go s.write(&h.mu)
 	return s
 }
@@ -327,7 +359,12 @@ func (s *subscription) write(mu *sync.Mutex) {
 		if p.ping == 0 && len(p.unsubscribe) == 0 {
 			continue
 		}
-		if err := s.flush(p); err != nil {
+		err := s.flush(p)
+		if s.dialled != nil {
+			close(s.dialled) // go-redis now knows a channel to route by
+			s.dialled = nil
+		}
+		if err != nil {
 			mu.Lock()
 			s.failedLocked(p, err)
 			mu.Unlock()
@@ -365,8 +402,15 @@ func (s *subscription) flush(p plan) error {
 
 // receive dispatches the node's messages to the waiters until the
 // subscription closes. mu is the hub's mutex.
-func (s *subscription) receive(mu *sync.Mutex) {
+func (s *subscription) receive(mu *sync.Mutex, dialled <-chan struct{}) {
 	defer s.wg.Done()
+	if dialled != nil {
+		select {
+		case <-dialled:
+		case <-s.closing:
+			return
+		}
+	}
 	pause := receivePause
 	for {
 		msg, err := s.ps.Receive(s.ctx)
