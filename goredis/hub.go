@@ -30,7 +30,13 @@ import (
 // channel, the first one's would arrive before the second SUBSCRIBE took
 // effect. go-redis reconnects a dropped connection and resubscribes every
 // channel before anything else is written on the new connection, so a
-// pong received on it proves the resubscription too.
+// pong received on it proves the resubscription too. A SUBSCRIBE the node
+// refuses (an error reply, read before that pong) is no subscription: it
+// fails the Notify calls it was written for (refusedLocked).
+//
+// A Redis Cluster node has one hub per hash slot, in sharded mode
+// (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a connection to the slot's
+// master, where the numbered PING confirms them just the same.
 //
 // Dispatch never waits for a write. The hub's mutex guards the bookkeeping
 // and is held by the receiving goroutine while it dispatches; writes are
