@@ -115,7 +115,10 @@ var (
 // KEYS, ARGV and reply; run them with EVALSHA (falling back to EVAL on
 // NOSCRIPT), never resending one that may have run.
 //
-//   - Release: KEYS[1] lock key; ARGV[1] token, ARGV[2] "1" to announce.
+//   - Release: KEYS[1] lock key; ARGV[1] token, ARGV[2] "1" to announce
+//     with PUBLISH, "2" to announce with SPUBLISH (sharded pub/sub, Redis
+//     7.0; for a Redis Cluster, where the channel hashes to the key's slot
+//     when the key has a hash tag), anything else ("0") not to announce.
 //     Deletes the key if it holds the token, publishing the token on
 //     ReleaseChannel(key) when asked; replies 1 if deleted, 0 otherwise.
 //   - Extend: KEYS[1] lock key; ARGV[1] token, ARGV[2] TTL in ms. Replies
@@ -129,7 +132,9 @@ var (
 //     counter is now at least ARGV[2]), 0 otherwise.
 //
 // Both keys of a fenced script must live on one node: with Redis Cluster,
-// in one hash slot.
+// in one hash slot, and so must the release channel for SPUBLISH; a key
+// with a hash tag ("{order:1}") shares it with key + ":fence" and
+// ReleaseChannel(key) (package goredis derives one for a key without).
 var Lua = struct {
 	Release, Extend, AcquireFenced, RaiseFence string
 }{releaseLua, extendLua, acquireFencedLua, raiseFenceLua}

@@ -52,3 +52,34 @@ func TestConformanceRedisServer(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceRedisCluster runs the suite against the adapter over a
+// Redis Cluster of three masters with a replica each, shared by every
+// check, as one node. The suite's keys carry hash tags of random text, so
+// its checks land on every master. Stall pauses every server of the
+// cluster (SIGSTOP): the node, the whole cluster, stops answering, for
+// far less than the cluster's node timeout (15 s), so no replica takes
+// over.
+func TestConformanceRedisCluster(t *testing.T) {
+	cl := redisCluster(t)
+	backendtest.Run(t, func(t *testing.T) backendtest.Target {
+		b, _ := clusterBackend(t)
+		return backendtest.Target{
+			Backend: b,
+			Stall: func() func() {
+				for _, s := range cl.Servers {
+					if err := s.Pause(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return func() {
+					for _, s := range cl.Servers {
+						if err := s.Resume(); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+			},
+		}
+	})
+}

@@ -8,12 +8,50 @@
 //	...
 //	locker, err := redlock.NewSingle(node)
 //
-// The adapter passes the conformance suite in package backendtest.
+// The adapter passes the conformance suite in package backendtest, over
+// a standalone redis-server and over a Redis Cluster.
+//
+// # Redis Cluster
+//
+// A *redis.ClusterClient is one node: the whole cluster counts once toward
+// a Redlock's quorum, and may sit among standalone masters
+// (redlock.New([]redlock.Backend{cluster, master1, master2})). A lock
+// uses three names on the cluster, its key, its fence counter (key +
+// ":fence") and its release channel (redlock.ReleaseChannel), and the
+// scripts need all three in one hash slot, so the adapter maps the key:
+//
+//   - A key with a hash tag is used as it is (Redis's rule: the tag is the
+//     text between the key's first "{" and the first "}" after it, when
+//     not empty): "order:{42}" is locked as "order:{42}", fenced in
+//     "order:{42}:fence", announced on "redlock:released:order:{42}".
+//   - A key without one is wrapped in braces on the cluster: "order:42" is
+//     locked as "{order:42}", fenced in "{order:42}:fence", announced on
+//     "redlock:released:{order:42}". So on a cluster node "order:42" and
+//     "{order:42}" are one lock; standalone nodes of the same Redlock use
+//     the key as given.
+//   - Refused by every call with an error matching redlock.ErrInvalid: a
+//     key whose first "{" is followed at once by "}" ("order:{}", an empty
+//     tag, with which Redis hashes the whole key), and a key without a tag
+//     that starts with "}" (its tag, wrapped, would be empty).
+//
+// Releases are announced with SPUBLISH and waited for with SSUBSCRIBE
+// (sharded pub/sub, Redis 7.0 or later): a release reaches the shard that
+// owns the key, not every node of the cluster as a PUBLISH would. Waiters
+// share one pub/sub connection per hash slot they wait on, to the slot's
+// master, open only while someone waits, and Notify returns once the
+// SSUBSCRIBE is active there, as on a standalone node. On a cluster older
+// than 7.0 locks work but Notify fails: waiters wake at their backoff.
+//
+// The node's Name is "cluster[addr ...]", the client's seed addresses
+// sorted: give every client of one cluster the same seed addresses (in
+// any order) so that a Redlock refuses two of them as one node counted
+// twice, and never list a member of the cluster as a standalone node too.
 package goredis
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/quorumlock/redlock"
@@ -22,11 +60,12 @@ import (
 
 // New adapts a go-redis v9 client to a redlock.Backend named after its
 // address, "host:port". The client is usually a *redis.Client for one
-// master; a cluster or ring client works when every key a lock uses (the
-// lock key and its fence counter, key + ":fence") maps to one master, so
-// give keys a hash tag ("{order:1}"). Databases of one server are one node
-// (they share the server's fate): they get the same Name, and a Redlock
-// refuses them as duplicates.
+// master. A *redis.ClusterClient makes a whole Redis Cluster one node (see
+// Redis Cluster above). A ring client works when every key a lock uses
+// (the lock key and its fence counter, key + ":fence") maps to one
+// master, so give keys a hash tag ("{order:1}"). Databases of one server
+// are one node (they share the server's fate): they get the same Name,
+// and a Redlock refuses them as duplicates.
 //
 // New returns an error matching redlock.ErrInvalid for a nil client, and
 // for a client created without ContextTimeoutEnabled: true, with which
@@ -50,6 +89,9 @@ func New(c redis.UniversalClient) (redlock.Backend, error) {
 	if !contextTimeouts(c) {
 		return nil, fmt.Errorf("%w: goredis.New: node %q: the go-redis client needs ContextTimeoutEnabled: true so the per-node timeout bounds each call",
 			redlock.ErrInvalid, name)
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return newClusterNode(cc, name), nil
 	}
 	return &node{c: c, name: name, q: coalescer{c: c}}, nil
 }
@@ -84,7 +126,10 @@ func clientName(c redis.UniversalClient) string {
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:
-		return fmt.Sprintf("cluster%v", c.Options().Addrs)
+		// Sorted: two clients of one cluster seeded in another order are
+		// one node, and a Redlock refuses them as duplicates.
+		addrs := slices.Compact(slices.Sorted(slices.Values(c.Options().Addrs)))
+		return fmt.Sprintf("cluster%v", addrs)
 	case *redis.Ring:
 		return fmt.Sprintf("ring%v", c.Options().Addrs)
 	}

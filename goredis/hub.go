@@ -2,6 +2,8 @@ package goredis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +30,13 @@ import (
 // channel, the first one's would arrive before the second SUBSCRIBE took
 // effect. go-redis reconnects a dropped connection and resubscribes every
 // channel before anything else is written on the new connection, so a
-// pong received on it proves the resubscription too.
+// pong received on it proves the resubscription too. A SUBSCRIBE the node
+// refuses (an error reply, read before that pong) is no subscription: it
+// fails the Notify calls it was written for (refusedLocked).
+//
+// A Redis Cluster node has one hub per hash slot, in sharded mode
+// (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a connection to the slot's
+// master, where the numbered PING confirms them just the same.
 //
 // Dispatch never waits for a write. The hub's mutex guards the bookkeeping
 // and is held by the receiving goroutine while it dispatches; writes are
@@ -47,6 +55,10 @@ type hub struct {
 	mu  sync.Mutex
 	sub *subscription // nil while nobody waits
 
+	// sharded makes the hub subscribe with SSUBSCRIBE and SUNSUBSCRIBE
+	// (a Redis Cluster node's hub, one per hash slot, see cluster.go).
+	sharded bool
+
 	// wrap, when set (by tests), stands between the hub and go-redis.
 	wrap func(pubSub) pubSub
 }
@@ -60,6 +72,21 @@ type pubSub interface {
 	Close() error
 }
 
+// shardedPubSub is a *redis.PubSub whose Subscribe and Unsubscribe are
+// SSUBSCRIBE and SUNSUBSCRIBE. Over a ClusterClient, go-redis opens it on
+// the master of its first channel's slot, and reopens it there after a
+// drop (resubscribing every channel in one SSUBSCRIBE, which a cluster
+// refuses with CROSSSLOT unless they share a slot: hence one hub per slot).
+type shardedPubSub struct{ *redis.PubSub }
+
+func (p shardedPubSub) Subscribe(ctx context.Context, channels ...string) error {
+	return p.SSubscribe(ctx, channels...)
+}
+
+func (p shardedPubSub) Unsubscribe(ctx context.Context, channels ...string) error {
+	return p.SUnsubscribe(ctx, channels...)
+}
+
 // subscription is one pub/sub connection and what it is subscribed to.
 // Its maps and counters are guarded by the hub's mutex.
 type subscription struct {
@@ -68,10 +95,16 @@ type subscription struct {
 	cancel  context.CancelFunc
 	closing chan struct{} // closed when the last waiter left
 	kick    chan struct{} // capacity 1: the writer has something to do
+	// dialled, for a sharded hub, is closed once the writer has written
+	// its first round, whose SSUBSCRIBE dials the connection: receive
+	// waits for it, or go-redis, asked to read before any channel is
+	// known, would dial a random node of the cluster.
+	dialled chan struct{}
 	wg      sync.WaitGroup
 
 	channels map[string]*channelWaiters // the channels that have waiters
 	written  map[string]bool            // the channels SUBSCRIBEd, as last written
+	refused  map[string]bool            // SUBSCRIBEd, but the node may have refused it
 	waiters  int
 	pings    uint64 // the number of the last PING planned
 	resync   bool   // the connection dropped: a PING must follow
@@ -155,14 +188,23 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 // open starts a subscription and its goroutines; called with h.mu held.
 func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var ps pubSub = c.Subscribe(rctx)
+	var ps pubSub
+	if h.sharded {
+		ps = shardedPubSub{c.SSubscribe(rctx)}
+	} else {
+		ps = c.Subscribe(rctx)
+	}
 	if h.wrap != nil {
 		ps = h.wrap(ps)
 	}
 	s := &subscription{ps: ps, ctx: rctx, cancel: cancel, closing: make(chan struct{}),
-		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{}}
+		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{},
+		refused: map[string]bool{}}
+	if h.sharded {
+		s.dialled = make(chan struct{})
+	}
 	s.wg.Add(2)
-	go s.receive(&h.mu)
+	go s.receive(&h.mu, s.dialled)
 	go s.write(&h.mu)
 	return s
 }
@@ -227,6 +269,12 @@ type plan struct {
 func (s *subscription) planLocked() plan {
 	var p plan
 	confirm := s.resync
+	for name := range s.refused {
+		delete(s.refused, name)
+		if s.channels[name] == nil { // off go-redis's list, which it resubscribes
+			p.unsubscribe = append(p.unsubscribe, name)
+		}
+	}
 	for name, cw := range s.channels {
 		if !s.written[name] {
 			s.written[name] = true
@@ -275,6 +323,26 @@ func (s *subscription) failedLocked(p plan, err error) {
 	s.resync, s.resyncAt = true, 0
 }
 
+// refusedLocked, called with the hub's mutex held after the node replied
+// with an error, fails every channel whose SUBSCRIBE was written and not
+// yet confirmed: replies come in order, so the refused command is one of
+// theirs (or an UNSUBSCRIBE, and failing them is then merely cautious).
+// Their Notify calls return the error. They count as not written, so that
+// a new waiter's SUBSCRIBE is written again, and as refused, so that they
+// are unsubscribed if nobody waits for them any more.
+func (s *subscription) refusedLocked(err error) {
+	for name, cw := range s.channels {
+		if !cw.ok && cw.ping != 0 {
+			cw.err = fmt.Errorf("goredis: subscribing to %s: %w", name, err)
+			close(cw.active)
+			delete(s.channels, name)
+			delete(s.written, name)
+			s.refused[name] = true
+		}
+	}
+	s.wake()
+}
+
 // write is the writing goroutine: it brings the node in line with the
 // bookkeeping whenever woken, and retries after a pause while a round
 // failed, until the subscription closes.
@@ -297,7 +365,12 @@ func (s *subscription) write(mu *sync.Mutex) {
 		if p.ping == 0 && len(p.unsubscribe) == 0 {
 			continue
 		}
-		if err := s.flush(p); err != nil {
+		err := s.flush(p)
+		if s.dialled != nil {
+			close(s.dialled) // go-redis now knows a channel to route by
+			s.dialled = nil
+		}
+		if err != nil {
 			mu.Lock()
 			s.failedLocked(p, err)
 			mu.Unlock()
@@ -335,8 +408,15 @@ func (s *subscription) flush(p plan) error {
 
 // receive dispatches the node's messages to the waiters until the
 // subscription closes. mu is the hub's mutex.
-func (s *subscription) receive(mu *sync.Mutex) {
+func (s *subscription) receive(mu *sync.Mutex, dialled <-chan struct{}) {
 	defer s.wg.Done()
+	if dialled != nil {
+		select {
+		case <-dialled:
+		case <-s.closing:
+			return
+		}
+	}
 	pause := receivePause
 	for {
 		msg, err := s.ps.Receive(s.ctx)
@@ -345,6 +425,15 @@ func (s *subscription) receive(mu *sync.Mutex) {
 			case <-s.closing:
 				return
 			default:
+			}
+			if _, ok := errors.AsType[redis.Error](err); ok {
+				// The node refused a command (a SUBSCRIBE denied by an
+				// ACL, an SSUBSCRIBE answered MOVED after the slot
+				// moved): the PING that follows it will be answered, but
+				// must not confirm a subscription that may not exist.
+				mu.Lock()
+				s.refusedLocked(err)
+				mu.Unlock()
 			}
 			// go-redis reconnects and resubscribes, in this Receive or the
 			// next, or in the next write; what was published meanwhile is

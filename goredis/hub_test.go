@@ -227,6 +227,32 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	}
 }
 
+// TestHubRefusedSubscribe: a SUBSCRIBE the node refuses (an ACL user
+// without the channel) fails Notify. The PING written after it is still
+// answered, and must not confirm it: a waiter told that it is subscribed
+// would sleep through every release. Locks still work, the releases
+// unannounced.
+func TestHubRefusedSubscribe(t *testing.T) {
+	srv := redistest.Start(t, 1)
+	admin := redistest.Client(t, srv.Servers[0].Addr())
+	require.NoError(t, admin.Do(t.Context(), "acl", "setuser", "nochannels", "on", ">pw", "~*", "+@all", "resetchannels").Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Servers[0].Addr(), Username: "nochannels", Password: "pw",
+		ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	g := adapt(t, c)
+
+	stop, err := g.Notify(t.Context(), "k", func(string) {})
+	require.Error(t, err, "Notify must fail when the node refused the SUBSCRIBE")
+	assert.Contains(t, err.Error(), "NOPERM")
+	assert.Nil(t, stop)
+	ok, err := g.Acquire(t.Context(), "k", "tok", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = g.Release(t.Context(), "k", "tok", true)
+	require.NoError(t, err, "a refused PUBLISH does not fail the release")
+	assert.True(t, ok)
+}
+
 // TestDatabasesOfOneServer: databases of one server are one node, since
 // they share the server's fate: same Name, so a Redlock refuses them as
 // duplicates.

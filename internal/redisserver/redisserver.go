@@ -9,6 +9,10 @@
 // skips the test when redis-server is not on PATH (or fails it, see
 // internal/testenv) and stops the servers in t.Cleanup.
 //
+// LaunchRedisCluster starts servers in cluster mode instead and joins them
+// into one Redis Cluster with redis-cli --cluster create (cluster.go); the
+// Cluster it returns is stopped the same way.
+//
 // On Linux every server gets PR_SET_PDEATHSIG=SIGKILL, so it dies with the
 // process that started it even when that process is killed before it could
 // call Stop.
@@ -79,9 +83,15 @@ func Launch(ctx context.Context, n int, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisserver: %w", err)
 	}
+	return launch(ctx, bin, dir, n, opts, false)
+}
+
+// launch starts n servers in subdirectories of dir, in cluster mode when
+// cluster is set; on error it stops whatever it started and removes dir.
+func launch(ctx context.Context, bin, dir string, n int, opts Options, cluster bool) (*Cluster, error) {
 	c := &Cluster{dir: dir}
 	for i := range n {
-		s := &Server{bin: bin, dir: filepath.Join(dir, strconv.Itoa(i)), ownGroup: opts.OwnProcessGroup}
+		s := &Server{bin: bin, dir: filepath.Join(dir, strconv.Itoa(i)), ownGroup: opts.OwnProcessGroup, cluster: cluster}
 		c.Servers = append(c.Servers, s)
 		err := os.Mkdir(s.dir, 0o700)
 		if err == nil {
@@ -124,7 +134,9 @@ type Server struct {
 	bin      string
 	dir      string
 	ownGroup bool
+	cluster  bool // a Redis Cluster node (LaunchRedisCluster)
 	port     int
+	busPort  int // the cluster bus port, when cluster is set
 	addr     string
 
 	mu     sync.Mutex
@@ -221,7 +233,9 @@ func (s *Server) Resume() error {
 }
 
 // Restart kills the server if it is still running and starts it again on the
-// same port with an empty dataset, waiting until it answers PING.
+// same port with an empty dataset, waiting until it answers PING. A Redis
+// Cluster node keeps its cluster configuration (node ID, bus port, peers)
+// and rejoins its cluster.
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	err := s.killLocked()
@@ -251,6 +265,11 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		s.port = port
 		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if s.cluster {
+			if s.busPort, err = freeport.Get(); err != nil {
+				return fmt.Errorf("finding a free port: %w", err)
+			}
+		}
 		if err = s.launch(ctx); err == nil {
 			return nil
 		}
@@ -267,7 +286,7 @@ func (s *Server) launch(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	log := &syncBuffer{}
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
@@ -275,7 +294,11 @@ func (s *Server) launch(ctx context.Context) error {
 		"--appendonly", "no",
 		"--daemonize", "no",
 		"--logfile", "",
-	)
+	}
+	if s.cluster {
+		args = append(args, clusterArgs(s.busPort)...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout = log
 	cmd.Stderr = log

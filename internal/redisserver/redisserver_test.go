@@ -3,6 +3,8 @@ package redisserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +134,59 @@ func TestRestartRunningServer(t *testing.T) {
 func TestAvailable(t *testing.T) {
 	if !redisserver.Available() && testenv.Required(testenv.Redis) {
 		t.Fatal("redis-server not on PATH but REDLOCK_REQUIRE_REDIS=1")
+	}
+}
+
+// TestRedisCluster: three masters with a replica each form one cluster in
+// which every slot is served, a cluster client reaches every master, and
+// Stop ends every process.
+func TestRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	if len(cl.Servers) != 6 {
+		t.Fatalf("%d servers, want 6", len(cl.Servers))
+	}
+	ctx := context.Background()
+	cc := redistest.ClusterClient(t, cl.Addrs()[0])
+	masters := map[string]bool{}
+	for i := range 64 {
+		key := fmt.Sprintf("k%d", i)
+		if err := cc.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", key, err)
+		}
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl.ServerAt(m.Options().Addr) == nil {
+			t.Fatalf("master %s of %s is none of the cluster's servers %v", m.Options().Addr, key, cl.Addrs())
+		}
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("64 keys landed on %d masters, want 3", len(masters))
+	}
+	for _, s := range cl.Servers {
+		info, err := client(t, s.Addr()).ClusterInfo(ctx).Result()
+		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			t.Fatalf("%s: CLUSTER INFO = %q, %v", s.Addr(), info, err)
+		}
+	}
+	pids := []int{}
+	for _, s := range cl.Servers {
+		pids = append(pids, s.PID())
+	}
+	if err := cl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range cl.Servers {
+		if s.Running() {
+			t.Fatalf("server %d (pid %d) still running after Stop", i, pids[i])
+		}
+	}
+}
+
+func TestLaunchRedisClusterRefusesTooFewMasters(t *testing.T) {
+	if _, err := redisserver.LaunchRedisCluster(context.Background(), 2, 1, redisserver.Options{}); err == nil {
+		t.Fatal("LaunchRedisCluster with 2 masters: no error")
 	}
 }

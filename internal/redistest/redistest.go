@@ -37,6 +37,41 @@ func Start(t testing.TB, n int) *redisserver.Cluster {
 	return c
 }
 
+// StartCluster launches one Redis Cluster of masters masters with
+// replicas replicas each (see redisserver.LaunchRedisCluster), in
+// directories under t.TempDir(), and stops it in t.Cleanup. If
+// redis-server or redis-cli is not on PATH the test is skipped, or failed
+// when REDLOCK_REQUIRE_REDIS=1; any other error fails it.
+func StartCluster(t testing.TB, masters, replicas int) *redisserver.Cluster {
+	t.Helper()
+	for _, bin := range []string{redisserver.Binary, redisserver.CLIBinary} {
+		if _, err := exec.LookPath(bin); err != nil {
+			testenv.SkipOrFail(t, testenv.Redis,
+				"redisserver: %s not found on PATH (%v); install it (Debian: apt-get install redis-server redis-tools)", bin, err)
+		}
+	}
+	c, err := redisserver.LaunchRedisCluster(context.Background(), masters, replicas, redisserver.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// ClusterClient returns a go-redis cluster client for the cluster at
+// addrs (seed addresses), configured as Client is. It is closed when the
+// test ends.
+func ClusterClient(t testing.TB, addrs ...string) *redis.ClusterClient {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // Client returns a go-redis client for addr as the lockers need it:
 // context deadlines honoured, never a resent command, a bounded dial. It is
 // closed when the test ends.

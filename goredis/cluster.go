@@ -1,0 +1,167 @@
+package goredis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterNode is the Backend of a go-redis ClusterClient: a whole Redis
+// Cluster is one node of a lock (a Redlock may count it among standalone
+// masters). Every name a lock uses on it (the lock key, its fence counter
+// and its release channel) is in one hash slot, so every script runs on
+// the one master that owns the key (see clusterKey), and releases are
+// announced with SPUBLISH, which reaches the subscribers of that slot's
+// shard only, instead of PUBLISH, which a cluster sends to every node.
+//
+// Waiters subscribe with SSUBSCRIBE through one hub per hash slot, each
+// with a pub/sub connection of its own to the slot's master, open only
+// while someone waits for a key of that slot. Not one per master: go-redis
+// resubscribes a connection's channels after a drop in one SSUBSCRIBE,
+// which the cluster refuses (CROSSSLOT) unless they share a slot.
+type clusterNode struct {
+	node // c, name and q; its hub is unused
+
+	mu   sync.Mutex
+	hubs map[uint16]*hub // by slot; created on first use, at most 16384
+}
+
+func newClusterNode(c *redis.ClusterClient, name string) *clusterNode {
+	return &clusterNode{node: node{c: c, name: name, q: coalescer{c: c}}, hubs: map[uint16]*hub{}}
+}
+
+func (g *clusterNode) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.node.Acquire(ctx, k, token, ttl)
+}
+
+func (g *clusterNode) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	flag := "0"
+	if announce {
+		flag = "2" // SPUBLISH
+	}
+	n, err := g.run(ctx, releaseScript, 1, k, token, flag)
+	return n == 1, err
+}
+
+func (g *clusterNode) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.node.Extend(ctx, k, token, ttl)
+}
+
+func (g *clusterNode) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	return g.node.AcquireFenced(ctx, k, token, ttl)
+}
+
+func (g *clusterNode) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.node.RaiseFence(ctx, k, token, fence)
+}
+
+func (g *clusterNode) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k, err := clusterKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return g.slotHub(slot(k)).notify(ctx, g.c, k, released)
+}
+
+// slotHub returns the hub of a slot.
+func (g *clusterNode) slotHub(s uint16) *hub {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.hubs[s]
+	if h == nil {
+		h = &hub{sharded: true}
+		g.hubs[s] = h
+	}
+	return h
+}
+
+// clusterKey maps a lock key to the key the cluster node uses, so that
+// the key, its fence counter (+ fenceSuffix) and its release channel
+// (redlock.ReleaseChannel) hash to one slot:
+//
+//   - a key with a hash tag is used as it is: the other two names share
+//     its tag;
+//   - a key without one is wrapped in one: "order:42" becomes
+//     "{order:42}";
+//   - a key whose first "{" is followed at once by "}" (an empty tag, with
+//     which Redis hashes the whole key) is refused, as is a key without a
+//     tag that starts with "}" (wrapped, its tag would be empty).
+//
+// Refusals match redlock.ErrInvalid.
+func clusterKey(key string) (string, error) {
+	if _, ok := hashTag(key); ok {
+		return key, nil
+	}
+	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasPrefix(key[i+1:], "}") {
+		return "", fmt.Errorf(`%w: goredis: key %q has an empty hash tag "{}": Redis Cluster would hash the whole key, and its fence counter and release channel would land in other slots; put the tag's text between the braces, or drop them`,
+			redlock.ErrInvalid, key)
+	}
+	if strings.HasPrefix(key, "}") || key == "" {
+		return "", fmt.Errorf(`%w: goredis: key %q has no hash tag and starts with "}": the tag a Redis Cluster node gives such a key ("{" + key + "}") would be empty`,
+			redlock.ErrInvalid, key)
+	}
+	return "{" + key + "}", nil
+}
+
+// hashTag returns the hash tag of key by Redis Cluster's rule: the text
+// between its first "{" and the first "}" after it, when that is not
+// empty. ok is false when key has no tag (Redis then hashes all of it).
+func hashTag(key string) (tag string, ok bool) {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return "", false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return "", false
+	}
+	return key[i+1 : i+1+j], true
+}
+
+// slot returns the hash slot of key: CRC16 (XMODEM) of its hash tag, or of
+// the whole key without one, modulo 16384.
+func slot(key string) uint16 {
+	if tag, ok := hashTag(key); ok {
+		key = tag
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
