@@ -17,6 +17,9 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 	if key == "" {
 		return scope{}, invalidf("empty key")
 	}
+	if err := checkKey(l.nodes, key); err != nil {
+		return scope{}, err
+	}
 	cfg := l.cfg.with(opts)
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
@@ -237,4 +240,21 @@ func exhausted(retries, attempts int, last error) error {
 		return fmt.Errorf("%w after %d attempts: %w", ErrTimeout, attempts, last)
 	}
 	return fmt.Errorf("redlock: gave up after %d attempts: %w", attempts, last)
+}
+
+// checkKey asks the nodes that are KeyCheckers whether they can hold key.
+func checkKey(nodes []Backend, key string) error {
+	for _, b := range nodes {
+		kc, ok := b.(KeyChecker)
+		if !ok {
+			continue
+		}
+		if err := kc.CheckKey(key); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				err = fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			return fmt.Errorf("node %q cannot hold key %q: %w", b.Name(), key, err)
+		}
+	}
+	return nil
 }

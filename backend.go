@@ -94,6 +94,17 @@ type Notifier interface {
 	Notify(ctx context.Context, key string, released func(payload string)) (stop func(), err error)
 }
 
+// KeyChecker is the optional capability of a Backend that cannot hold
+// every key: a Redis Cluster node needs a lock key, its fence counter and
+// its release channel in one hash slot. Lock and Do ask every node that is
+// a KeyChecker before the first attempt and refuse a key that any of them
+// rejects, so a bad key fails at once instead of costing a node's vote in
+// every round. CheckKey must not touch the network; its error must match
+// ErrInvalid.
+type KeyChecker interface {
+	CheckKey(key string) error
+}
+
 // ReleaseChannel returns the pub/sub channel on which a release announces
 // itself: "redlock:released:" + key. Adapters subscribe to it (Notifier);
 // operators can watch a lock with SUBSCRIBE on it.

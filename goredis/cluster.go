@@ -92,6 +92,14 @@ func (g *clusterNode) Notify(ctx context.Context, key string, released func(payl
 }
 
 // slotHub returns the hub of a slot.
+// CheckKey refuses the keys whose lock, fence counter and release channel
+// cannot share a hash slot (see clusterKey), so a Redlock refuses them at
+// once rather than counting this node as failed in every round.
+func (g *clusterNode) CheckKey(key string) error {
+	_, err := clusterKey(key)
+	return err
+}
+
 func (g *clusterNode) slotHub(s uint16) *hub {
 	g.mu.Lock()
 	defer g.mu.Unlock()

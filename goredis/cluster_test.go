@@ -192,10 +192,17 @@ func TestClusterRefusesKeys(t *testing.T) {
 		s, err := redlock.NewSingle(g, redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
 		_, err = s.Lock(ctx, key)
+		assert.ErrorIs(t, err, redlock.ErrInvalid, "Lock %q", key)
 		var qe *redlock.QuorumError
-		require.ErrorAs(t, err, &qe, "Lock %q", key)
-		require.Len(t, qe.Failed, 1)
-		assert.ErrorIs(t, qe.Failed[0].Err, redlock.ErrInvalid, "Lock %q", key)
+		assert.False(t, errors.As(err, &qe), "refused before any round (KeyChecker)")
+
+		// In a Redlock with two standalone masters, which could grant it
+		// alone, the key is refused too: not a lock that has lost a node.
+		r, err := redlock.New([]redlock.Backend{g, standalone(t), standalone(t)}, redlock.WithStrategy(redlock.Reject()))
+		require.NoError(t, err)
+		assert.ErrorIs(t, r.Do(ctx, key, func(context.Context) error { return nil }), redlock.ErrInvalid, "Do %q", key)
+		_, err = r.Lock(ctx, key)
+		assert.ErrorIs(t, err, redlock.ErrInvalid, "Lock %q", key)
 	}
 	assert.Empty(t, g.hubs, "no subscription for a refused key")
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testenv"
@@ -87,4 +89,9 @@ func adapt(t testing.TB, c redis.UniversalClient) *node {
 		t.Fatal(err)
 	}
 	return b.(*node)
+}
+
+// standalone is a standalone master (miniredis) as a node.
+func standalone(t testing.TB) redlock.Backend {
+	return adapt(t, redistest.Client(t, miniredis.RunT(t).Addr()))
 }
