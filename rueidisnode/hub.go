@@ -23,10 +23,10 @@ import (
 //
 // Activation is exact. The goroutine writes a round (UNSUBSCRIBE of the
 // channels nobody waits for any more, SUBSCRIBE of the new ones, then a
-// PING) one command after the other, each waiting for its reply; the node
-// answers commands on a connection in order, so the PING's reply proves
-// that every SUBSCRIBE written before it has taken effect, and only then
-// are the channel's waiters told that they are subscribed.
+// PING) as one pipeline and waits for every reply before it plans the
+// next; the node answers commands on a connection in order, so the PING's
+// reply proves that every SUBSCRIBE written before it has taken effect,
+// and only then are the channel's waiters told that they are subscribed.
 //
 // When the connection drops (rueidis closes the hooks' channel with the
 // error) or a round fails (an error, or no reply within subscribeTimeout,
@@ -310,22 +310,22 @@ func (s *subscription) planLocked() plan {
 	return p
 }
 
-// flush writes one round, each command waiting for its reply.
+// flush writes one round as one pipeline and waits for every reply.
 func (s *subscription) flush(dc rueidis.DedicatedClient, p plan) error {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
+	round := make(rueidis.Commands, 0, 3)
 	if len(p.unsubscribe) > 0 {
-		if err := dc.Do(ctx, dc.B().Unsubscribe().Channel(p.unsubscribe...).Build()).Error(); err != nil {
-			return err
-		}
+		round = append(round, dc.B().Unsubscribe().Channel(p.unsubscribe...).Build())
 	}
 	if len(p.subscribe) > 0 {
-		if err := dc.Do(ctx, dc.B().Subscribe().Channel(p.subscribe...).Build()).Error(); err != nil {
-			return err
-		}
+		round = append(round, dc.B().Subscribe().Channel(p.subscribe...).Build())
 	}
 	if p.ping() {
-		if err := dc.Do(ctx, dc.B().Ping().Build()).Error(); err != nil {
+		round = append(round, dc.B().Ping().Build())
+	}
+	for _, r := range dc.DoMulti(ctx, round...) {
+		if err := r.Error(); err != nil {
 			return err
 		}
 	}
