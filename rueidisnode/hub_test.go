@@ -124,7 +124,8 @@ func TestHubActivationIsExact(t *testing.T) {
 	require.NoError(t, err)
 	defer keep()
 
-	const slow = 150 * time.Millisecond // a round trip of 4 slow stays within subscribeTimeout
+	// A round trip of 4 slow stays within subscribeTimeout.
+	const slow = 150 * time.Millisecond
 	p.Set(faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: slow}) // replies lag
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	first := make(chan error, 1)
