@@ -4,6 +4,7 @@
 // floor and the peers, and the targets marked MET or MISSED.
 //
 //	go run ./tables results/raw.txt > results/tables.md
+//	go run ./tables -adapters results/adapters-raw.txt   # the adapters alone
 //
 // benchstat gives the confidence intervals (bench/run.sh runs both); this
 // gives the compact view and the verdicts, from the same file.
@@ -11,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -63,10 +65,7 @@ func (r results) med(scenario string, n int, impl, unit string) (float64, bool) 
 		return 0, false
 	}
 	slices.Sort(vs)
-	if len(vs)%2 == 1 {
-		return vs[len(vs)/2], true
-	}
-	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+	return median(vs), true
 }
 
 // ops is operations per second from the median ns/op.
@@ -79,7 +78,7 @@ func (r results) ops(scenario string, n int, impl string) (float64, bool) {
 }
 
 func (r results) keys(scenario string) (ns []int, impls []string) {
-	order := []string{"redlock", "raw", "redsync", "redsync-1ms", "redislock"}
+	order := []string{"redlock", "redlock-rueidis", "raw", "redsync", "redsync-1ms", "redislock"}
 	for k := range r {
 		if k.scenario != scenario {
 			continue
@@ -184,6 +183,64 @@ func handoffTable(w io.Writer, r results) {
 	}
 }
 
+// adapterTable compares the library's two adapters, go-redis (impl
+// "redlock") and rueidis ("redlock-rueidis"), round by round. bench/run.sh
+// runs each round as one go test -count 1, so the i-th value of either is
+// from round i, measured minutes apart at most: the ratio of each pair
+// cancels what the machine was doing in that round, and the spread of
+// the ratios over the rounds says how far to trust their median.
+func adapterTable(w io.Writer, r results) {
+	type row struct {
+		scenario, goroutines string
+		n                    int
+	}
+	var rows []row
+	for _, s := range []struct{ scenario, goroutines string }{{"LockUnlock", "1"}, {"LockUnlockParallel", "32"}} {
+		ns, _ := r.keys(s.scenario)
+		for _, n := range ns {
+			if len(r[key{s.scenario, n, "redlock"}]["ns/op"]) > 0 && len(r[key{s.scenario, n, "redlock-rueidis"}]["ns/op"]) > 0 {
+				rows = append(rows, row{s.scenario, s.goroutines, n})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\n### Adapters: go-redis and rueidis, Lock+Unlock\n\n")
+	fmt.Fprintln(w, "| N | goroutines | go-redis ops/s | rueidis ops/s | rueidis ÷ go-redis | lowest – highest of the rounds | rounds | p50 µs go-redis / rueidis | allocs/op go-redis / rueidis |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, rw := range rows {
+		g, u := r[key{rw.scenario, rw.n, "redlock"}]["ns/op"], r[key{rw.scenario, rw.n, "redlock-rueidis"}]["ns/op"]
+		ratios := make([]float64, 0, min(len(g), len(u)))
+		for i := range min(len(g), len(u)) {
+			if u[i] > 0 {
+				ratios = append(ratios, g[i]/u[i]) // ops/s of rueidis ÷ ops/s of go-redis
+			}
+		}
+		slices.Sort(ratios)
+		gr, _ := r.ops(rw.scenario, rw.n, "redlock")
+		ru, _ := r.ops(rw.scenario, rw.n, "redlock-rueidis")
+		gp, gpok := r.med(rw.scenario, rw.n, "redlock", "p50-us")
+		up, upok := r.med(rw.scenario, rw.n, "redlock-rueidis", "p50-us")
+		ga, gaok := r.med(rw.scenario, rw.n, "redlock", "allocs/op")
+		ua, uaok := r.med(rw.scenario, rw.n, "redlock-rueidis", "allocs/op")
+		p50 := "–"
+		if gpok && upok {
+			p50 = fmt.Sprintf("%.0f / %.0f", gp, up)
+		}
+		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %.2f | %.2f – %.2f | %d | %s | %s / %s |\n", rw.n, rw.goroutines, gr, ru,
+			median(ratios), ratios[0], ratios[len(ratios)-1], len(ratios), p50, num(ga, gaok, "%.0f"), num(ua, uaok, "%.0f"))
+	}
+}
+
+// median of sorted, non-empty values.
+func median(vs []float64) float64 {
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
 // target is one of the goals: a measured ratio against a bound.
 type target struct {
 	what    string
@@ -260,9 +317,11 @@ func targetTable(w io.Writer, r results) {
 }
 
 func main() {
+	adaptersOnly := flag.Bool("adapters", false, "print only the go-redis vs rueidis adapter table")
+	flag.Parse()
 	in := io.Reader(os.Stdin)
-	if len(os.Args) > 1 {
-		f, err := os.Open(os.Args[1])
+	if flag.NArg() > 0 {
+		f, err := os.Open(flag.Arg(0))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "tables:", err)
 			os.Exit(1)
@@ -281,9 +340,14 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
+	if *adaptersOnly {
+		adapterTable(w, r)
+		return
+	}
 	targetTable(w, r)
 	for _, s := range []string{"LockUnlock", "LockUnlockParallel", "TryLockHeld", "Extend"} {
 		throughputTable(w, r, s)
 	}
 	handoffTable(w, r)
+	adapterTable(w, r)
 }
