@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Measures the library's two adapters side by side, go-redis (contender
-# "redlock") and rueidis ("redlock-rueidis"): Lock+Unlock at N = 1 and 5,
+# Measures the library's adapters side by side, go-redis (contender
+# "redlock") and rueidis with its defaults ("redlock-rueidis") and with
+# MaxFlushDelay ("redlock-rueidis-flushdelay"): Lock+Unlock at N = 1 and 5,
 # one goroutine and 32, in COUNT interleaved rounds (each round is one
-# go test -count 1 that runs both adapters one after the other on the same
+# go test -count 1 that runs the adapters one after the other on the same
 # redis-server processes), then the table of BENCHMARKS.md, "Which
-# adapter": medians, and the ratio rueidis ÷ go-redis per round with its
-# median and range. About 20 s per round. bench/run.sh measures them too,
-# with everything else.
+# adapter": medians, and each rueidis configuration's ops/s over go-redis's
+# per round, with its median and range. About 25 s per round.
+# bench/run.sh measures them too, with everything else.
 #
 #   bench/adapters.sh              # COUNT=8 BENCHTIME=1s
 #
@@ -31,7 +32,7 @@ cat results/adapters-machine.txt
 : >results/adapters-raw.txt
 for round in $(seq "$COUNT"); do
 	echo "round $round of $COUNT" >&2
-	go test -run '^$' -bench 'LockUnlock(Parallel)?$/^N=(1|5)$/^impl=redlock(-rueidis)?$' \
+	go test -run '^$' -bench 'LockUnlock(Parallel)?$/^N=(1|5)$/^impl=redlock(-rueidis(-flushdelay)?)?$' \
 		-benchtime "$BENCHTIME" -count 1 -timeout 10m . | tee -a results/adapters-raw.txt
 done
 go run ./tables -adapters results/adapters-raw.txt | tee results/adapters.md

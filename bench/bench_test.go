@@ -29,9 +29,10 @@ const maxNodes = 7
 var (
 	nodeCounts  = []int{1, 3, 5, 7}
 	uncontended = []Impl{Redlock, RedsyncDefault, Redislock, Raw}
-	// lockUnlock adds this library on its rueidis adapter, measured
-	// beside the go-redis one (the contender "redlock") in the same rounds.
-	lockUnlock     = append(slices.Clone(uncontended), RedlockRueidis)
+	// lockUnlock adds this library on its rueidis adapter (rueidis
+	// defaults, and with MaxFlushDelay), measured beside the go-redis one
+	// (the contender "redlock") in the same rounds.
+	lockUnlock     = append(slices.Clone(uncontended), RedlockRueidis, RedlockRueidisFlush)
 	contended      = []Impl{Redlock, RedsyncDefault, Redsync1ms, Redislock, Raw}
 	contendedNodes = []int{1, 5}
 )

@@ -63,14 +63,16 @@ type Impl string
 // redsync.WithRetryDelay. Redislock exists for one node only. Redlock is
 // this library on its go-redis adapter, RedlockRueidis the same lockers on
 // its rueidis adapter, with rueidis clients of their own to the same
-// servers.
+// servers (rueidis defaults), and RedlockRueidisFlush the same with
+// rueidis's MaxFlushDelay set to FlushDelay.
 const (
-	Redlock        Impl = "redlock"
-	RedlockRueidis Impl = "redlock-rueidis"
-	RedsyncDefault Impl = "redsync"
-	Redsync1ms     Impl = "redsync-1ms"
-	Redislock      Impl = "redislock"
-	Raw            Impl = "raw"
+	Redlock             Impl = "redlock"
+	RedlockRueidis      Impl = "redlock-rueidis"
+	RedlockRueidisFlush Impl = "redlock-rueidis-flushdelay"
+	RedsyncDefault      Impl = "redsync"
+	Redsync1ms          Impl = "redsync-1ms"
+	Redislock           Impl = "redislock"
+	Raw                 Impl = "raw"
 )
 
 // New builds contender impl over clients, one per independent master.
@@ -81,7 +83,9 @@ func New(impl Impl, clients []*redis.Client) (Contender, error) {
 	case Redlock:
 		return newRedlock(clients)
 	case RedlockRueidis:
-		return newRedlockRueidis(clients)
+		return newRedlockRueidis(clients, 0)
+	case RedlockRueidisFlush:
+		return newRedlockRueidis(clients, FlushDelay)
 	case RedsyncDefault:
 		return newRedsync(clients), nil
 	case Redsync1ms:
@@ -137,11 +141,21 @@ func newLocker(bs []redlock.Backend) (*redlockC, error) {
 	return &redlockC{l: r}, err
 }
 
+// FlushDelay is the MaxFlushDelay of RedlockRueidisFlush. rueidis writes
+// what its pipeline holds as soon as its writer finds nothing more queued,
+// which under concurrency on few cores means about one write syscall per
+// command; MaxFlushDelay makes the writer pause (at most that long, and
+// only while other calls are in flight) so that more commands share a
+// write. rueidis's documentation suggests about 20 µs; on the 2-core test
+// machine 100 µs did better at 5 nodes in a few quick rounds, so that is
+// the value measured.
+const FlushDelay = 100 * time.Microsecond
+
 // newRedlockRueidis is newRedlock on the rueidis adapter: one rueidis
 // client per master, with rueidis's defaults (its auto-pipelining
-// included, client-side caching left on as it costs nothing here), made
-// for the contender and closed by its Close.
-func newRedlockRueidis(clients []*redis.Client) (Contender, error) {
+// included, client-side caching left on as it costs nothing here) but for
+// flushDelay, made for the contender and closed by its Close.
+func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Contender, error) {
 	rcs := make([]rueidis.Client, 0, len(clients))
 	closeAll := func() {
 		for _, c := range rcs {
@@ -150,7 +164,7 @@ func newRedlockRueidis(clients []*redis.Client) (Contender, error) {
 	}
 	bs := make([]redlock.Backend, len(clients))
 	for i, c := range clients {
-		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{c.Options().Addr}})
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{c.Options().Addr}, MaxFlushDelay: flushDelay})
 		if err != nil {
 			closeAll()
 			return nil, err

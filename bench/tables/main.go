@@ -78,7 +78,7 @@ func (r results) ops(scenario string, n int, impl string) (float64, bool) {
 }
 
 func (r results) keys(scenario string) (ns []int, impls []string) {
-	order := []string{"redlock", "redlock-rueidis", "raw", "redsync", "redsync-1ms", "redislock"}
+	order := []string{"redlock", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "redsync", "redsync-1ms", "redislock"}
 	for k := range r {
 		if k.scenario != scenario {
 			continue
@@ -183,12 +183,20 @@ func handoffTable(w io.Writer, r results) {
 	}
 }
 
-// adapterTable compares the library's two adapters, go-redis (impl
-// "redlock") and rueidis ("redlock-rueidis"), round by round. bench/run.sh
-// runs each round as one go test -count 1, so the i-th value of either is
-// from round i, measured minutes apart at most: the ratio of each pair
-// cancels what the machine was doing in that round, and the spread of
-// the ratios over the rounds says how far to trust their median.
+// adapters are the library's Redis adapters in the bench module, the
+// go-redis one first (the one the others are compared with).
+var adapters = []struct{ impl, name string }{
+	{"redlock", "go-redis"},
+	{"redlock-rueidis", "rueidis"},
+	{"redlock-rueidis-flushdelay", "rueidis, MaxFlushDelay"},
+}
+
+// adapterTable compares the library's adapters with the go-redis one,
+// round by round. bench/run.sh and bench/adapters.sh run each round as one
+// go test -count 1, so the i-th value of every contender is from round i,
+// measured seconds apart: the ratio of each pair cancels what the machine
+// was doing in that round, and the spread of the ratios over the rounds
+// says how far to trust their median.
 func adapterTable(w io.Writer, r results) {
 	type row struct {
 		scenario, goroutines string
@@ -198,7 +206,13 @@ func adapterTable(w io.Writer, r results) {
 	for _, s := range []struct{ scenario, goroutines string }{{"LockUnlock", "1"}, {"LockUnlockParallel", "32"}} {
 		ns, _ := r.keys(s.scenario)
 		for _, n := range ns {
-			if len(r[key{s.scenario, n, "redlock"}]["ns/op"]) > 0 && len(r[key{s.scenario, n, "redlock-rueidis"}]["ns/op"]) > 0 {
+			measured := 0
+			for _, a := range adapters {
+				if len(r[key{s.scenario, n, a.impl}]["ns/op"]) > 0 {
+					measured++
+				}
+			}
+			if measured > 1 && len(r[key{s.scenario, n, adapters[0].impl}]["ns/op"]) > 0 {
 				rows = append(rows, row{s.scenario, s.goroutines, n})
 			}
 		}
@@ -206,30 +220,36 @@ func adapterTable(w io.Writer, r results) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\n### Adapters: go-redis and rueidis, Lock+Unlock\n\n")
-	fmt.Fprintln(w, "| N | goroutines | go-redis ops/s | rueidis ops/s | rueidis ÷ go-redis | lowest – highest of the rounds | rounds | p50 µs go-redis / rueidis | allocs/op go-redis / rueidis |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprint(w, "\n### Adapters: Lock+Unlock on go-redis and on rueidis\n\n")
+	fmt.Fprintln(w, "| N | goroutines | adapter | ops/s | ÷ go-redis | lowest – highest of the rounds | rounds | p50 µs | p99 µs | allocs/op |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, rw := range rows {
-		g, u := r[key{rw.scenario, rw.n, "redlock"}]["ns/op"], r[key{rw.scenario, rw.n, "redlock-rueidis"}]["ns/op"]
-		ratios := make([]float64, 0, min(len(g), len(u)))
-		for i := range min(len(g), len(u)) {
-			if u[i] > 0 {
-				ratios = append(ratios, g[i]/u[i]) // ops/s of rueidis ÷ ops/s of go-redis
+		base := r[key{rw.scenario, rw.n, adapters[0].impl}]["ns/op"]
+		for i, a := range adapters {
+			ns := r[key{rw.scenario, rw.n, a.impl}]["ns/op"]
+			if len(ns) == 0 {
+				continue
 			}
+			o, _ := r.ops(rw.scenario, rw.n, a.impl)
+			p50, p50ok := r.med(rw.scenario, rw.n, a.impl, "p50-us")
+			p99, p99ok := r.med(rw.scenario, rw.n, a.impl, "p99-us")
+			al, alok := r.med(rw.scenario, rw.n, a.impl, "allocs/op")
+			vs, spread, rounds := "", "", ""
+			if i > 0 {
+				ratios := make([]float64, 0, min(len(base), len(ns)))
+				for j := range min(len(base), len(ns)) {
+					if ns[j] > 0 {
+						ratios = append(ratios, base[j]/ns[j]) // its ops/s ÷ go-redis's, in round j
+					}
+				}
+				slices.Sort(ratios)
+				vs = fmt.Sprintf("%.2f", median(ratios))
+				spread = fmt.Sprintf("%.2f – %.2f", ratios[0], ratios[len(ratios)-1])
+				rounds = fmt.Sprint(len(ratios))
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n", rw.n, rw.goroutines, a.name, o,
+				vs, spread, rounds, num(p50, p50ok, "%.0f"), num(p99, p99ok, "%.0f"), num(al, alok, "%.0f"))
 		}
-		slices.Sort(ratios)
-		gr, _ := r.ops(rw.scenario, rw.n, "redlock")
-		ru, _ := r.ops(rw.scenario, rw.n, "redlock-rueidis")
-		gp, gpok := r.med(rw.scenario, rw.n, "redlock", "p50-us")
-		up, upok := r.med(rw.scenario, rw.n, "redlock-rueidis", "p50-us")
-		ga, gaok := r.med(rw.scenario, rw.n, "redlock", "allocs/op")
-		ua, uaok := r.med(rw.scenario, rw.n, "redlock-rueidis", "allocs/op")
-		p50 := "–"
-		if gpok && upok {
-			p50 = fmt.Sprintf("%.0f / %.0f", gp, up)
-		}
-		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %.2f | %.2f – %.2f | %d | %s | %s / %s |\n", rw.n, rw.goroutines, gr, ru,
-			median(ratios), ratios[0], ratios[len(ratios)-1], len(ratios), p50, num(ga, gaok, "%.0f"), num(ua, uaok, "%.0f"))
 	}
 }
 
@@ -317,7 +337,7 @@ func targetTable(w io.Writer, r results) {
 }
 
 func main() {
-	adaptersOnly := flag.Bool("adapters", false, "print only the go-redis vs rueidis adapter table")
+	adaptersOnly := flag.Bool("adapters", false, "print only the table of the go-redis and rueidis adapters")
 	flag.Parse()
 	in := io.Reader(os.Stdin)
 	if flag.NArg() > 0 {
