@@ -35,4 +35,5 @@ for round in $(seq "$COUNT"); do
 	go test -run '^$' -bench 'LockUnlock(Parallel)?$/^N=(1|5)$/^impl=redlock(-rueidis(-flushdelay)?)?$' \
 		-benchtime "$BENCHTIME" -count 1 -timeout 10m . | tee -a results/adapters-raw.txt
 done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a results/adapters-machine.txt
 go run ./tables -adapters results/adapters-raw.txt | tee results/adapters.md
