@@ -6,7 +6,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/backendtest"
 	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/redis/rueidis"
 )
 
 // TestConformanceMiniredis runs the backend conformance suite against the
@@ -35,12 +37,20 @@ func TestConformanceMiniredis(t *testing.T) {
 
 // TestConformanceRedisServer runs the suite against the adapter over one
 // real redis-server shared by every check (each uses keys of its own), on
-// real time, stalled with SIGSTOP.
+// real time, stalled with SIGSTOP: with rueidis's defaults (RESP3), and
+// with AlwaysRESP2, where rueidis puts pub/sub on a connection of its own.
 func TestConformanceRedisServer(t *testing.T) {
 	s := redistest.Start(t, 1).Servers[0]
+	t.Run("RESP3", func(t *testing.T) { conformanceOn(t, s) })
+	t.Run("RESP2", func(t *testing.T) {
+		conformanceOn(t, s, func(o *rueidis.ClientOption) { o.AlwaysRESP2 = true })
+	})
+}
+
+func conformanceOn(t *testing.T, s *redisserver.Server, change ...func(*rueidis.ClientOption)) {
 	backendtest.Run(t, func(t *testing.T) backendtest.Target {
 		return backendtest.Target{
-			Backend: adapt(t, client(t, s.Addr())),
+			Backend: adapt(t, client(t, s.Addr(), change...)),
 			Stall: func() func() {
 				if err := s.Pause(); err != nil {
 					t.Fatal(err)

@@ -27,6 +27,8 @@ import (
 // next; the node answers commands on a connection in order, so the PING's
 // reply proves that every SUBSCRIBE written before it has taken effect,
 // and only then are the channel's waiters told that they are subscribed.
+// (rueidis also matches each SUBSCRIBE to its own reply, in order, which
+// is the proof over RESP2; see flush.)
 //
 // When the connection drops (rueidis closes the hooks' channel with the
 // error) or a round fails (an error, or no reply within subscribeTimeout,
@@ -74,6 +76,8 @@ type subscription struct {
 	written  map[string]bool            // SUBSCRIBEd on the current connection
 	waiters  int
 	resync   bool // a connection dropped: tell the active channels once resubscribed
+
+	resp2 bool // the node speaks RESP2: no PING in a round (the goroutine's own)
 }
 
 type channelWaiters struct {
@@ -311,6 +315,13 @@ func (s *subscription) planLocked() plan {
 }
 
 // flush writes one round as one pipeline and waits for every reply.
+//
+// Over RESP2 (Redis before 6, or ClientOption.AlwaysRESP2) rueidis sends
+// pub/sub commands on a connection of their own and refuses, before
+// sending anything, a pipeline that mixes them with a PING. The round is
+// then sent without it: rueidis matches each SUBSCRIBE to its own reply,
+// in order, and that reply proves it. The PING is only a second proof
+// over RESP3.
 func (s *subscription) flush(dc rueidis.DedicatedClient, p plan) error {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
@@ -321,8 +332,22 @@ func (s *subscription) flush(dc rueidis.DedicatedClient, p plan) error {
 	if len(p.subscribe) > 0 {
 		round = append(round, dc.B().Subscribe().Channel(p.subscribe...).Build())
 	}
-	if p.ping() {
+	pubsub := len(round)
+	if p.ping() && !s.resp2 {
 		round = append(round, dc.B().Ping().Build())
+	}
+	err := do(ctx, dc, round)
+	if errors.Is(err, rueidis.ErrRESP2PubSubMixed) {
+		s.resp2 = true
+		err = do(ctx, dc, round[:pubsub])
+	}
+	return err
+}
+
+// do sends round as one pipeline and returns the first error.
+func do(ctx context.Context, dc rueidis.DedicatedClient, round rueidis.Commands) error {
+	if len(round) == 0 {
+		return nil
 	}
 	for _, r := range dc.DoMulti(ctx, round...) {
 		if err := r.Error(); err != nil {
