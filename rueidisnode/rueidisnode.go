@@ -27,9 +27,11 @@
 // DisableRetry, a lost reply is reported as an error, never answered by a
 // second execution. A script unknown to the node (after a restart or
 // SCRIPT FLUSH) answers NOSCRIPT, which means nothing ran: rueidis's Lua
-// then sends EVAL once, which is no resend. TestLostRepliesAreErrors shows
-// both on a connection that loses a reply after the command ran, with
-// rueidis's retries left on.
+// then sends EVAL once, which is no resend. The tests lose a reply after
+// its command ran, with rueidis's retries left on, and count on the
+// server (INFO commandstats) that every command ran exactly once
+// (TestLostRepliesAreErrors, TestNoscriptFallbackIsNoResend,
+// TestLockerOverLostReplies).
 //
 // One client option breaks this, and New cannot see it: with
 // ClientOption.ConnLifetime set, rueidis closes a connection when its
@@ -69,16 +71,24 @@ import (
 // New adapts a rueidis client to a redlock.Backend named after the node's
 // address, "host:port" (the key of c.Nodes()). The client must be in
 // standalone mode and know one node: a client for one master, made by
-// rueidis.NewClient with one InitAddress (rueidis picks standalone mode
-// when the server is not in cluster mode). Cluster and Sentinel clients,
-// and standalone clients with replicas, are refused for now: their
-// topologies are not covered by this adapter's tests yet. Databases of
-// one server are one node (they share its fate): they get the same Name,
-// and a Redlock refuses them as duplicates.
+// rueidis.NewClient with one InitAddress. (rueidis asks the server whether
+// it is a cluster and picks standalone mode when it is not; a server that
+// answers CLUSTER SLOTS, as miniredis does, gives a cluster-mode client
+// unless ClientOption.ForceSingleClient is set.) Cluster and Sentinel
+// clients, and standalone clients with replicas, are refused for now:
+// their topologies are not covered by this adapter's tests yet. Databases
+// of one server are one node (they share its fate): they get the same
+// Name, and a Redlock refuses them as duplicates.
+//
+// rueidis's defaults suit the lockers, with one exception (ConnLifetime,
+// see the package documentation). Client-side caching is not used: set
+// DisableCache if the server has no CLIENT TRACKING. Under many
+// concurrent lock calls on few cores, rueidis's MaxFlushDelay (for
+// example 100 µs) lets more commands share a write; BENCHMARKS.md has the
+// figures.
 //
 // New returns an error matching redlock.ErrInvalid for a nil client and
-// for one it refuses. See the package documentation for the one client
-// option that must stay at its default (ConnLifetime).
+// for one it refuses.
 func New(c rueidis.Client) (redlock.Backend, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: rueidisnode.New: nil client", redlock.ErrInvalid)
