@@ -27,8 +27,12 @@ import (
 const maxNodes = 7
 
 var (
-	nodeCounts     = []int{1, 3, 5, 7}
-	uncontended    = []Impl{Redlock, RedsyncDefault, Redislock, Raw}
+	nodeCounts  = []int{1, 3, 5, 7}
+	uncontended = []Impl{Redlock, RedsyncDefault, Redislock, Raw}
+	// lockUnlock adds this library on its rueidis adapter (rueidis
+	// defaults, and with MaxFlushDelay), measured beside the go-redis one
+	// (the contender "redlock") in the same rounds.
+	lockUnlock     = append(slices.Clone(uncontended), RedlockRueidis, RedlockRueidisFlush)
 	contended      = []Impl{Redlock, RedsyncDefault, Redsync1ms, Redislock, Raw}
 	contendedNodes = []int{1, 5}
 )
@@ -80,6 +84,9 @@ func each(b *testing.B, ns []int, impls []Impl, scenario func(b *testing.B, c Co
 				if err != nil {
 					b.Fatal(err)
 				}
+				if cl, ok := c.(interface{ Close() }); ok {
+					b.Cleanup(cl.Close)
+				}
 				scenario(b, c, fmt.Sprintf("bench:%s:%s:%d", b.Name(), impl, n))
 			})
 		}
@@ -102,7 +109,7 @@ func (l latencies) report(b *testing.B, unit string, scale time.Duration) {
 // BenchmarkLockUnlock is one goroutine acquiring a free key and releasing
 // it: the cost every critical section pays.
 func BenchmarkLockUnlock(b *testing.B) {
-	each(b, nodeCounts, uncontended, func(b *testing.B, c Contender, key string) {
+	each(b, nodeCounts, lockUnlock, func(b *testing.B, c Contender, key string) {
 		ctx := context.Background()
 		lat := make(latencies, 0, b.N)
 		b.ReportAllocs()
@@ -131,7 +138,7 @@ const parallelGoroutines = 32
 // its own key: throughput under concurrency, where per-node fan-out and
 // connection use dominate.
 func BenchmarkLockUnlockParallel(b *testing.B) {
-	each(b, []int{1, 5}, uncontended, func(b *testing.B, c Contender, key string) {
+	each(b, []int{1, 5}, lockUnlock, func(b *testing.B, c Contender, key string) {
 		ctx := context.Background()
 		var id atomic.Int64
 		b.SetParallelism((parallelGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))

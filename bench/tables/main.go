@@ -4,6 +4,7 @@
 // floor and the peers, and the targets marked MET or MISSED.
 //
 //	go run ./tables results/raw.txt > results/tables.md
+//	go run ./tables -adapters results/adapters-raw.txt   # the adapters alone
 //
 // benchstat gives the confidence intervals (bench/run.sh runs both); this
 // gives the compact view and the verdicts, from the same file.
@@ -11,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -63,10 +65,7 @@ func (r results) med(scenario string, n int, impl, unit string) (float64, bool) 
 		return 0, false
 	}
 	slices.Sort(vs)
-	if len(vs)%2 == 1 {
-		return vs[len(vs)/2], true
-	}
-	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+	return median(vs), true
 }
 
 // ops is operations per second from the median ns/op.
@@ -79,7 +78,7 @@ func (r results) ops(scenario string, n int, impl string) (float64, bool) {
 }
 
 func (r results) keys(scenario string) (ns []int, impls []string) {
-	order := []string{"redlock", "raw", "redsync", "redsync-1ms", "redislock"}
+	order := []string{"redlock", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "redsync", "redsync-1ms", "redislock"}
 	for k := range r {
 		if k.scenario != scenario {
 			continue
@@ -184,6 +183,84 @@ func handoffTable(w io.Writer, r results) {
 	}
 }
 
+// adapters are the library's Redis adapters in the bench module, the
+// go-redis one first (the one the others are compared with).
+var adapters = []struct{ impl, name string }{
+	{"redlock", "go-redis"},
+	{"redlock-rueidis", "rueidis"},
+	{"redlock-rueidis-flushdelay", "rueidis, MaxFlushDelay"},
+}
+
+// adapterTable compares the library's adapters with the go-redis one,
+// round by round. bench/run.sh and bench/adapters.sh run each round as one
+// go test -count 1, so the i-th value of every contender is from round i,
+// measured seconds apart: the ratio of each pair cancels what the machine
+// was doing in that round, and the spread of the ratios over the rounds
+// says how far to trust their median.
+func adapterTable(w io.Writer, r results) {
+	type row struct {
+		scenario, goroutines string
+		n                    int
+	}
+	var rows []row
+	for _, s := range []struct{ scenario, goroutines string }{{"LockUnlock", "1"}, {"LockUnlockParallel", "32"}} {
+		ns, _ := r.keys(s.scenario)
+		for _, n := range ns {
+			measured := 0
+			for _, a := range adapters {
+				if len(r[key{s.scenario, n, a.impl}]["ns/op"]) > 0 {
+					measured++
+				}
+			}
+			if measured > 1 && len(r[key{s.scenario, n, adapters[0].impl}]["ns/op"]) > 0 {
+				rows = append(rows, row{s.scenario, s.goroutines, n})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\n### Adapters: Lock+Unlock on go-redis and on rueidis\n\n")
+	fmt.Fprintln(w, "| N | goroutines | adapter | ops/s | ÷ go-redis | lowest – highest of the rounds | rounds | p50 µs | p99 µs | allocs/op |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, rw := range rows {
+		base := r[key{rw.scenario, rw.n, adapters[0].impl}]["ns/op"]
+		for i, a := range adapters {
+			ns := r[key{rw.scenario, rw.n, a.impl}]["ns/op"]
+			if len(ns) == 0 {
+				continue
+			}
+			o, _ := r.ops(rw.scenario, rw.n, a.impl)
+			p50, p50ok := r.med(rw.scenario, rw.n, a.impl, "p50-us")
+			p99, p99ok := r.med(rw.scenario, rw.n, a.impl, "p99-us")
+			al, alok := r.med(rw.scenario, rw.n, a.impl, "allocs/op")
+			vs, spread, rounds := "", "", ""
+			if i > 0 {
+				ratios := make([]float64, 0, min(len(base), len(ns)))
+				for j := range min(len(base), len(ns)) {
+					if ns[j] > 0 {
+						ratios = append(ratios, base[j]/ns[j]) // its ops/s ÷ go-redis's, in round j
+					}
+				}
+				slices.Sort(ratios)
+				vs = fmt.Sprintf("%.2f", median(ratios))
+				spread = fmt.Sprintf("%.2f – %.2f", ratios[0], ratios[len(ratios)-1])
+				rounds = fmt.Sprint(len(ratios))
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n", rw.n, rw.goroutines, a.name, o,
+				vs, spread, rounds, num(p50, p50ok, "%.0f"), num(p99, p99ok, "%.0f"), num(al, alok, "%.0f"))
+		}
+	}
+}
+
+// median of sorted, non-empty values.
+func median(vs []float64) float64 {
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
 // target is one of the goals: a measured ratio against a bound.
 type target struct {
 	what    string
@@ -260,9 +337,11 @@ func targetTable(w io.Writer, r results) {
 }
 
 func main() {
+	adaptersOnly := flag.Bool("adapters", false, "print only the table of the go-redis and rueidis adapters")
+	flag.Parse()
 	in := io.Reader(os.Stdin)
-	if len(os.Args) > 1 {
-		f, err := os.Open(os.Args[1])
+	if flag.NArg() > 0 {
+		f, err := os.Open(flag.Arg(0))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "tables:", err)
 			os.Exit(1)
@@ -281,9 +360,14 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
+	if *adaptersOnly {
+		adapterTable(w, r)
+		return
+	}
 	targetTable(w, r)
 	for _, s := range []string{"LockUnlock", "LockUnlockParallel", "TryLockHeld", "Extend"} {
 		throughputTable(w, r, s)
 	}
 	handoffTable(w, r)
+	adapterTable(w, r)
 }

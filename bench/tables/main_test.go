@@ -57,3 +57,31 @@ func TestTargetVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestAdapterRatiosPairRounds: the i-th line of each adapter is round i;
+// the ratio is taken per round, then its median and range reported.
+func TestAdapterRatiosPairRounds(t *testing.T) {
+	const rounds = `
+BenchmarkLockUnlock/N=1/impl=redlock-2           1000  100000 ns/op  90 p50-us  300 p99-us  2600 B/op  48 allocs/op
+BenchmarkLockUnlock/N=1/impl=redlock-rueidis-2   1000   80000 ns/op  70 p50-us  250 p99-us  2600 B/op  29 allocs/op
+BenchmarkLockUnlock/N=1/impl=redlock-2           1000  200000 ns/op  90 p50-us  300 p99-us  2600 B/op  48 allocs/op
+BenchmarkLockUnlock/N=1/impl=redlock-rueidis-2   1000  200000 ns/op  70 p50-us  250 p99-us  2600 B/op  29 allocs/op
+BenchmarkLockUnlock/N=1/impl=redlock-2           1000  150000 ns/op  90 p50-us  300 p99-us  2600 B/op  48 allocs/op
+BenchmarkLockUnlock/N=1/impl=redlock-rueidis-2   1000  100000 ns/op  70 p50-us  250 p99-us  2600 B/op  29 allocs/op
+`
+	r, err := parse(strings.NewReader(rounds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	adapterTable(&b, r)
+	// Per round: 100/80 = 1.25, 200/200 = 1.00, 150/100 = 1.50.
+	for _, want := range []string{
+		"| 1 | 1 | go-redis | 6667 |  |  |  | 90 | 300 | 48 |",
+		"| 1 | 1 | rueidis | 10000 | 1.25 | 1.00 – 1.50 | 3 | 70 | 250 | 29 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package rueidisnode
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const watchdog = testwait.Watchdog
+
+// client returns a rueidis client for the one node at addr, as this
+// package's documentation asks for it (ConnLifetime left at zero), with
+// client-side caching off (miniredis has no CLIENT TRACKING, and the
+// lockers read nothing) and a bounded dial. rueidis's retries are left
+// on: the adapter must not need them off. It is closed when the test
+// ends. change, when given, adjusts the options.
+func client(t testing.TB, addr string, change ...func(*rueidis.ClientOption)) rueidis.Client {
+	t.Helper()
+	opt := rueidis.ClientOption{
+		InitAddress:  []string{addr},
+		DisableCache: true,
+		Dialer:       net.Dialer{Timeout: time.Second},
+	}
+	for _, f := range change {
+		f(&opt)
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// adapt is New for a client the test knows to be valid, as the concrete
+// type, for tests that look inside the adapter.
+func adapt(t testing.TB, c rueidis.Client) *node {
+	t.Helper()
+	b, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.(*node)
+}
+
+// single makes a client for one node without asking the node whether it
+// is a cluster: miniredis answers CLUSTER SLOTS as a one-node cluster, and
+// rueidis would make a cluster client of it.
+func single(o *rueidis.ClientOption) { o.ForceSingleClient = true }
