@@ -32,6 +32,10 @@
 // These defaults are the seed configuration's, defined by this package:
 // they do not follow the defaults of package redlock's own options.
 //
+// A node may also be a master behind Redis Sentinel, as a
+// redis+sentinel://[user:password@]host1[:port][,host2[:port]...]/mastername[/db]
+// URL: see SchemeSentinel.
+//
 // # Passwords
 //
 // A node URL may hold a password. Every error of this package, and every
@@ -270,10 +274,19 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		c.RetryDelay = d
 	}
 	if raw, v, ok := get(VarNodes); ok {
-		for i, u := range strings.Split(v, ",") {
-			u = strings.TrimSpace(u)
+		urls := strings.Split(v, ",")
+		for i := 0; i < len(urls); i++ {
+			u := strings.TrimSpace(urls[i])
 			if u == "" {
 				return bad(VarNodes, raw, errors.New("empty URL in the list"))
+			}
+			if strings.HasPrefix(u, SchemeSentinel) { // sentinel.go
+				var err error
+				if u, i, err = sentinelNode(urls, i); err != nil {
+					return bad(VarNodes, raw, err)
+				}
+				c.Nodes = append(c.Nodes, u)
+				continue
 			}
 			if _, err := redis.ParseURL(u); err != nil {
 				return bad(VarNodes, raw, nodeURLError(v, i, err))
@@ -400,6 +413,18 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 	}
 	nodes := make([]redlock.Backend, 0, len(c.Nodes))
 	for _, u := range c.Nodes {
+		if strings.HasPrefix(u, SchemeSentinel) { // sentinel.go
+			cl, b, err := openSentinel(u)
+			if cl != nil {
+				clients = append(clients, cl)
+			}
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			nodes = append(nodes, b)
+			continue
+		}
 		o, err := redis.ParseURL(u)
 		if err != nil {
 			closeAll()

@@ -46,6 +46,27 @@
 // sorted: give every client of one cluster the same seed addresses (in
 // any order) so that a Redlock refuses two of them as one node counted
 // twice, and never list a member of the cluster as a standalone node too.
+//
+// # Redis Sentinel
+//
+// A failover client (redis.NewFailoverClient: a master found through
+// Redis Sentinel) is one node, named after its master name and sentinels
+// rather than the current master's address, which a failover changes:
+//
+//	fo := &redis.FailoverOptions{MasterName: "mymaster",
+//		SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
+//		ContextTimeoutEnabled: true}
+//	node, err := goredis.New(redis.NewFailoverClient(fo), goredis.WithFailover(fo),
+//		goredis.WithReplicaAck(1, 100*time.Millisecond))
+//
+// Redis replicates asynchronously. Without WithReplicaAck a master grants
+// a lock before its replica has the key; if the master dies before the
+// key reached the replica, the promoted replica does not have it and
+// grants the same lock to the next client while the first still holds it
+// (TestSentinelFailoverWithoutReplicaAck shows it). WithReplicaAck counts
+// a grant or an extension only once replicas acknowledged it, so a
+// failover to a replica that acknowledged keeps the lock (see its
+// documentation for what it does not cover).
 package goredis
 
 import (
@@ -60,7 +81,9 @@ import (
 
 // New adapts a go-redis v9 client to a redlock.Backend named after its
 // address, "host:port". The client is usually a *redis.Client for one
-// master. A *redis.ClusterClient makes a whole Redis Cluster one node (see
+// master, or a failover client of a master behind Redis Sentinel, which
+// needs WithFailover (see Redis Sentinel above); WithReplicaAck makes the
+// node wait for its replicas. A *redis.ClusterClient makes a whole Redis Cluster one node (see
 // Redis Cluster above). A ring client works when every key a lock uses
 // (the lock key and its fence counter, key + ":fence") maps to one
 // master, so give keys a hash tag ("{order:1}"). Databases of one server
@@ -81,19 +104,32 @@ import (
 // to one node go out together as one pipeline (pipeline.go); a caller
 // alone sends at once. Release announcements reach waiters over one shared
 // pub/sub connection per node, open only while someone waits (hub.go).
-func New(c redis.UniversalClient) (redlock.Backend, error) {
+func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if isNil(c) {
 		return nil, fmt.Errorf("%w: goredis.New: nil client", redlock.ErrInvalid)
 	}
-	name := clientName(c)
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	name, err := o.name(c)
+	if err != nil {
+		return nil, err
+	}
 	if !contextTimeouts(c) {
 		return nil, fmt.Errorf("%w: goredis.New: node %q: the go-redis client needs ContextTimeoutEnabled: true so the per-node timeout bounds each call",
 			redlock.ErrInvalid, name)
 	}
+	ack, err := o.replicaAck(c, name)
+	if err != nil {
+		return nil, err
+	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return newClusterNode(cc, name), nil
 	}
-	return &node{c: c, name: name, q: coalescer{c: c}}, nil
+	return &node{c: c, name: name, q: coalescer{c: c}, ack: ack}, nil
 }
 
 // node is the Backend of one go-redis client.
@@ -102,6 +138,7 @@ type node struct {
 	name string
 	q    coalescer
 	hub  hub
+	ack  *replicaAck // WithReplicaAck; nil without
 }
 
 // isNil reports whether c is nil, or a nil pointer of a go-redis client
@@ -155,10 +192,17 @@ func (g *node) Acquire(ctx context.Context, key, token string, ttl time.Duration
 	// Always PX, even for whole seconds, so the TTL on the node is exactly
 	// the one the validity was computed from.
 	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
-	if err := g.q.process(ctx, sendOnce{cmd}); err != nil {
+	wait, err := g.send(ctx, true, cmd)
+	if err != nil {
 		return false, err // cmd may still be in flight: read nothing from it
 	}
-	return cmd.Val(), nil
+	if !cmd.Val() {
+		return false, nil
+	}
+	if err := g.acked(wait); err != nil {
+		return false, err // made, maybe lost in a failover: may have happened
+	}
+	return true, nil
 }
 
 func (g *node) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
@@ -171,8 +215,14 @@ func (g *node) Release(ctx context.Context, key, token string, announce bool) (b
 }
 
 func (g *node) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := g.run(ctx, extendScript, 1, key, token, ttl.Milliseconds())
-	return n == 1, err
+	n, wait, err := g.exec(ctx, true, extendScript, 1, key, token, ttl.Milliseconds())
+	if err != nil || n != 1 {
+		return false, err
+	}
+	if err := g.acked(wait); err != nil {
+		return false, err // made, maybe lost in a failover: may have happened
+	}
+	return true, nil
 }
 
 // sendOnce wraps a command that go-redis must not resend after it may
@@ -188,13 +238,25 @@ func (sendOnce) NoRetry() bool { return true }
 const fenceSuffix = ":fence"
 
 func (g *node) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
-	n, err := g.run(ctx, acquireFencedScript, 2, key, key+fenceSuffix, token, ttl.Milliseconds())
-	return n > 0, n, err
+	n, wait, err := g.exec(ctx, true, acquireFencedScript, 2, key, key+fenceSuffix, token, ttl.Milliseconds())
+	if err != nil || n <= 0 {
+		return false, n, err
+	}
+	if err := g.acked(wait); err != nil {
+		return false, 0, err
+	}
+	return true, n, nil
 }
 
 func (g *node) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	n, err := g.run(ctx, raiseFenceScript, 2, key, key+fenceSuffix, token, fence)
-	return n == 1, err
+	n, wait, err := g.exec(ctx, true, raiseFenceScript, 2, key, key+fenceSuffix, token, fence)
+	if err != nil || n != 1 {
+		return false, err
+	}
+	if err := g.acked(wait); err != nil {
+		return false, err // made, maybe lost in a failover: may have happened
+	}
+	return true, nil
 }
 
 func (g *node) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {

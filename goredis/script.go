@@ -34,19 +34,27 @@ func newScript(src string) script {
 // as EVALSHA's arguments after the script: numkeys, keys..., args... It
 // returns the script's integer reply.
 func (g *node) run(ctx context.Context, s script, numKeys int, keysAndArgs ...any) (int64, error) {
+	n, _, err := g.exec(ctx, false, s, numKeys, keysAndArgs...)
+	return n, err
+}
+
+// exec is run for a write that a node WithReplicaAck follows with WAIT
+// when acked is set (see send): it also returns the WAIT, nil without.
+func (g *node) exec(ctx context.Context, acked bool, s script, numKeys int, keysAndArgs ...any) (int64, *redis.IntCmd, error) {
 	args := make([]any, 0, 3+len(keysAndArgs))
 	args = append(args, "evalsha", s.sha, numKeys)
 	args = append(args, keysAndArgs...)
 	cmd := redis.NewCmd(ctx, args...)
-	err := g.q.process(ctx, sendOnce{cmd})
+	wait, err := g.send(ctx, acked, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// NOSCRIPT means the node ran nothing: sending EVAL is no resend.
 		args[0], args[1] = "eval", s.src
 		cmd = redis.NewCmd(ctx, args...)
-		err = g.q.process(ctx, sendOnce{cmd})
+		wait, err = g.send(ctx, acked, cmd)
 	}
 	if err != nil { // cmd may still be in flight: read nothing from it
-		return 0, err
+		return 0, nil, err
 	}
-	return cmd.Int64()
+	n, err := cmd.Int64()
+	return n, wait, err
 }

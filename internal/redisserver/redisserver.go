@@ -135,6 +135,12 @@ type Server struct {
 	dir      string
 	ownGroup bool
 	cluster  bool // a Redis Cluster node (LaunchRedisCluster)
+	// replicaOf is the "127.0.0.1:port" of the master a replica starts
+	// replicating from (LaunchSentinel); empty for a master.
+	replicaOf string
+	// sentinel is set for a Sentinel (LaunchSentinel): it runs in sentinel
+	// mode from sentinel.conf in its directory.
+	sentinel bool
 	port     int
 	busPort  int // the cluster bus port, when cluster is set
 	addr     string
@@ -298,6 +304,7 @@ func (s *Server) launch(ctx context.Context) error {
 	if s.cluster {
 		args = append(args, clusterArgs(s.busPort)...)
 	}
+	args = append(s.sentinelArgs(), append(args, s.replicaArgs()...)...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout = log

@@ -81,3 +81,36 @@ func Client(t testing.TB, addr string) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// StartSentinel launches a master, its replica and three sentinels
+// monitoring it as redisserver.MasterName (see redisserver.LaunchSentinel),
+// in directories under t.TempDir(), and stops them in t.Cleanup. If
+// redis-server is not on PATH the test is skipped, or failed when
+// REDLOCK_REQUIRE_REDIS=1; any other error fails it.
+func StartSentinel(t testing.TB) *redisserver.Sentinel {
+	t.Helper()
+	if _, err := exec.LookPath(redisserver.Binary); err != nil {
+		testenv.SkipOrFail(t, testenv.Redis,
+			"redisserver: %s not found on PATH (%v); install it (Debian: apt-get install redis-server)", redisserver.Binary, err)
+	}
+	s, err := redisserver.LaunchSentinel(context.Background(), redisserver.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// FailoverClient returns a go-redis failover client of the master that
+// the sentinels at sentinelAddrs monitor as redisserver.MasterName,
+// configured as Client is. It is closed when the test ends.
+func FailoverClient(t testing.TB, sentinelAddrs ...string) *redis.Client {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redisserver.MasterName,
+		SentinelAddrs: sentinelAddrs, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}

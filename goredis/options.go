@@ -1,0 +1,168 @@
+package goredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Option adjusts New.
+type Option func(*options)
+
+type options struct {
+	failover   *redis.FailoverOptions
+	ackSet     bool
+	ackN       int
+	ackTimeout time.Duration
+}
+
+// WithFailover tells New that the client was made by
+// redis.NewFailoverClient(opts): a master found through Redis Sentinel,
+// one node of a lock whichever server is its master at the moment. The
+// node is named "sentinel[" + opts.MasterName + "@" + the sentinel
+// addresses sorted, space-separated + "]", which stays the same across
+// failovers. Two failover clients of one master with the same sentinel
+// addresses (in any order) are then one node, and a Redlock refuses them
+// as duplicates; give every client of a master the same sentinel list,
+// and never list its master or replicas as standalone nodes too.
+//
+// It is required for a failover client: go-redis gives such a client the
+// address "FailoverClient" and keeps the master name and sentinels to
+// itself, so New refuses a failover client without WithFailover (with
+// redlock.ErrInvalid), rather than naming every one "FailoverClient".
+// opts must name the master and at least one sentinel.
+//
+// A failover moves a lock only as far as replication carried it: see
+// WithReplicaAck.
+func WithFailover(opts *redis.FailoverOptions) Option {
+	return func(o *options) { o.failover = opts }
+}
+
+// WithReplicaAck makes every write that grants or keeps a lock (Acquire,
+// AcquireFenced, Extend, RaiseFence) wait until numReplicas replicas of
+// the node acknowledge it, for at most timeout: the write and
+// "WAIT numReplicas timeout" go out together as one pipeline, so WAIT runs
+// on the connection that carried the write and counts the replicas that
+// have it. A write that succeeded but that fewer replicas acknowledged in
+// time returns an error matching ErrReplicaAck: the lockers count the
+// node's vote as failed, and roll back an acquisition there, as after any
+// error (the key may be set on the master).
+//
+// Redis replication is asynchronous: without this option a lock granted
+// by a master that fails before its replica received the key is gone
+// after the replica's promotion, and another client can take it while the
+// first still holds it. With it, a lock granted by the node is on
+// numReplicas replicas, and a failover to one of them keeps it (its TTL
+// counting on). It is no guarantee against every loss: a replica that
+// acknowledged can fail or be left out of the promotion, a replica
+// acknowledges receipt and not a write to disk, and the sentinels may
+// promote a replica that did not acknowledge when several exist (ask for
+// as many acknowledgements as there are replicas that can be promoted).
+//
+// timeout must be at least a millisecond (WAIT 0 would wait forever) and
+// should fit well inside the lockers' per-node timeout
+// (redlock.WithNodeTimeout), which bounds the whole call anyway: a WAIT
+// cut short by it is an error too. Each acked write is sent with its WAIT
+// as a pipeline of its own, not batched with concurrent callers'
+// commands. A write refused (the key held by another) waits too, not
+// longer than until the replicas have this connection's earlier writes.
+// Releases are not acknowledged: a release lost in a failover leaves the
+// key until its TTL, which delays the next holder and endangers nobody.
+//
+// Only a *redis.Client (one master, or a failover client) takes it: New
+// refuses it for a cluster or ring client, and numReplicas < 1 or a
+// timeout under a millisecond, with redlock.ErrInvalid.
+func WithReplicaAck(numReplicas int, timeout time.Duration) Option {
+	return func(o *options) { o.ackSet, o.ackN, o.ackTimeout = true, numReplicas, timeout }
+}
+
+// ErrReplicaAck is the error (wrapped) of a write that the node made but
+// too few of its replicas acknowledged in time (WithReplicaAck).
+var ErrReplicaAck = errors.New("goredis: too few replicas acknowledged the write")
+
+// failoverAddr is the address go-redis gives a failover client.
+const failoverAddr = "FailoverClient"
+
+// name names the node (see New and WithFailover).
+func (o *options) name(c redis.UniversalClient) (string, error) {
+	rc, isClient := c.(*redis.Client)
+	isFailover := isClient && rc.Options().Addr == failoverAddr
+	switch {
+	case o.failover == nil && isFailover:
+		return "", fmt.Errorf("%w: goredis.New: a failover client (redis.NewFailoverClient) needs goredis.WithFailover(opts) with its options, to be named after its master and sentinels",
+			redlock.ErrInvalid)
+	case o.failover == nil:
+		return clientName(c), nil
+	case !isFailover:
+		return "", fmt.Errorf("%w: goredis.New: WithFailover for a client that redis.NewFailoverClient did not make (%s)",
+			redlock.ErrInvalid, clientName(c))
+	case o.failover.MasterName == "" || len(o.failover.SentinelAddrs) == 0:
+		return "", fmt.Errorf("%w: goredis.New: WithFailover: the options name no master or no sentinel",
+			redlock.ErrInvalid)
+	}
+	addrs := slices.Compact(slices.Sorted(slices.Values(o.failover.SentinelAddrs)))
+	return fmt.Sprintf("sentinel[%s@%s]", o.failover.MasterName, strings.Join(addrs, " ")), nil
+}
+
+// replicaAck is WithReplicaAck's WAIT, checked.
+type replicaAck struct {
+	n       int
+	timeout time.Duration
+}
+
+func (o *options) replicaAck(c redis.UniversalClient, name string) (*replicaAck, error) {
+	if !o.ackSet {
+		return nil, nil
+	}
+	if _, ok := c.(*redis.Client); !ok {
+		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplicaAck needs a *redis.Client (a master, or a failover client), not %T",
+			redlock.ErrInvalid, name, c)
+	}
+	if o.ackN < 1 || o.ackTimeout < time.Millisecond {
+		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplicaAck(%d, %v): want at least one replica and a timeout of at least 1ms",
+			redlock.ErrInvalid, name, o.ackN, o.ackTimeout)
+	}
+	return &replicaAck{n: o.ackN, timeout: o.ackTimeout}, nil
+}
+
+// send runs cmd on the node, never resent. When acked is set and the node
+// has WithReplicaAck, cmd and a WAIT go out as one pipeline, so on one
+// connection, and the WAIT is returned for acked; otherwise cmd goes
+// through the coalescer and the WAIT is nil. The error is cmd's.
+func (g *node) send(ctx context.Context, acked bool, cmd redis.Cmder) (*redis.IntCmd, error) {
+	if !acked || g.ack == nil {
+		return nil, g.q.process(ctx, sendOnce{cmd})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	wait := redis.NewIntCmd(ctx, "wait", g.ack.n, g.ack.timeout.Milliseconds())
+	pipe := g.c.Pipeline()
+	_ = pipe.Process(ctx, sendOnce{cmd}) // a pipeline holding it is not resent
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx) // each command carries its own result
+	return wait, cmd.Err()
+}
+
+// acked checks the WAIT that followed a successful write: nil without
+// WithReplicaAck, an error matching ErrReplicaAck when too few replicas
+// acknowledged, or when WAIT itself failed (then matching its error too).
+func (g *node) acked(wait *redis.IntCmd) error {
+	if wait == nil {
+		return nil
+	}
+	n, err := wait.Result()
+	if err != nil {
+		return fmt.Errorf("%w: node %s: WAIT %d %d: %w", ErrReplicaAck, g.name, g.ack.n, g.ack.timeout.Milliseconds(), err)
+	}
+	if n < int64(g.ack.n) {
+		return fmt.Errorf("%w: node %s: %d of %d replicas within %v", ErrReplicaAck, g.name, n, g.ack.n, g.ack.timeout)
+	}
+	return nil
+}

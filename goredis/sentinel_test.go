@@ -1,0 +1,253 @@
+package goredis
+
+import (
+	"context"
+
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/internal/redisserver"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// failoverNode is a node over a fresh failover client of the topology's
+// master (another process, as far as the servers can tell).
+func failoverNode(t testing.TB, topo *redisserver.Sentinel, opts ...Option) redlock.Backend {
+	t.Helper()
+	c := redistest.FailoverClient(t, topo.SentinelAddrs()...)
+	b, err := New(c, append([]Option{WithFailover(failoverOptions(topo.SentinelAddrs()...))}, opts...)...)
+	require.NoError(t, err)
+	return b
+}
+
+func failoverOptions(addrs ...string) *redis.FailoverOptions {
+	return &redis.FailoverOptions{MasterName: redisserver.MasterName, SentinelAddrs: addrs, ContextTimeoutEnabled: true}
+}
+
+func TestFailoverName(t *testing.T) {
+	mk := func(addrs ...string) *redis.Client {
+		c := redis.NewFailoverClient(failoverOptions(addrs...))
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c := mk("127.0.0.1:2", "127.0.0.1:1")
+	_, err := New(c)
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a failover client without WithFailover")
+
+	a, err := New(c, WithFailover(failoverOptions("127.0.0.1:2", "127.0.0.1:1")))
+	require.NoError(t, err)
+	assert.Equal(t, "sentinel[mymaster@127.0.0.1:1 127.0.0.1:2]", a.Name())
+	b, err := New(mk("127.0.0.1:1", "127.0.0.1:2"), WithFailover(failoverOptions("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1")))
+	require.NoError(t, err)
+	assert.Equal(t, a.Name(), b.Name(), "the same master and sentinels, listed in another order")
+	_, err = redlock.New([]redlock.Backend{a, b, standalone(t)})
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "two failover clients of one master are one node")
+
+	_, err = New(redistest.Client(t, "127.0.0.1:1"), WithFailover(failoverOptions("127.0.0.1:1")))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "WithFailover for a plain client")
+	_, err = New(c, WithFailover(&redis.FailoverOptions{SentinelAddrs: []string{"127.0.0.1:1"}}))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "no master name")
+	_, err = New(c, WithFailover(&redis.FailoverOptions{MasterName: "m"}))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "no sentinel")
+	nt := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { nt.Close() })
+	_, err = New(nt, WithFailover(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "without ContextTimeoutEnabled")
+}
+
+func TestReplicaAckOptionChecks(t *testing.T) {
+	c := redistest.Client(t, "127.0.0.1:1")
+	for _, o := range []Option{WithReplicaAck(0, time.Second), WithReplicaAck(1, 0), WithReplicaAck(1, time.Microsecond)} {
+		_, err := New(c, o)
+		assert.ErrorIs(t, err, redlock.ErrInvalid)
+	}
+	_, err := New(redistest.ClusterClient(t, "127.0.0.1:1"), WithReplicaAck(1, time.Second))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a cluster client")
+	_, err = New(c, WithReplicaAck(1, time.Second))
+	assert.NoError(t, err)
+}
+
+// TestReplicaAckWithoutReplicas: on a master without replicas every
+// granting write is made but reported as ErrReplicaAck; a refusal is a
+// plain false, and a release needs no acknowledgement.
+func TestReplicaAckWithoutReplicas(t *testing.T) {
+	addr := redistest.Start(t, 1).Servers[0].Addr()
+	rc := redistest.Client(t, addr)
+	b, err := New(rc, WithReplicaAck(1, 20*time.Millisecond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), watchdog)
+	defer cancel()
+	ttl := time.Minute
+
+	ok, err := b.Acquire(ctx, "ack:a", "t1", ttl)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, ErrReplicaAck)
+	assert.Equal(t, "t1", rc.Get(ctx, "ack:a").Val(), "the write was made: the lockers roll it back")
+
+	ok, err = b.Acquire(ctx, "ack:a", "t2", ttl)
+	assert.False(t, ok)
+	assert.NoError(t, err, "a key held by another is a refusal, not an acknowledgement failure")
+
+	ok, err = b.Extend(ctx, "ack:a", "t1", ttl)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, ErrReplicaAck)
+	ok, err = b.Extend(ctx, "ack:a", "t2", ttl)
+	assert.False(t, ok)
+	assert.NoError(t, err)
+
+	f := b.(redlock.Fencer)
+	ok, n, err := f.AcquireFenced(ctx, "ack:f", "t1", ttl)
+	assert.False(t, ok)
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, ErrReplicaAck)
+	ok, err = f.RaiseFence(ctx, "ack:f", "t1", 7)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, ErrReplicaAck)
+
+	ok, err = b.Release(ctx, "ack:a", "t1", true)
+	assert.True(t, ok)
+	assert.NoError(t, err)
+
+	// A locker counts the node as failed and rolls the acquisition back.
+	l, err := redlock.NewSingle(b, redlock.WithStrategy(redlock.Reject()))
+	require.NoError(t, err)
+	_, err = l.Lock(ctx, "ack:l")
+	assert.ErrorIs(t, err, redlock.ErrUnavailable)
+	assertAckFailed(t, err)
+	assert.Zero(t, rc.Exists(ctx, "ack:l").Val(), "rolled back")
+}
+
+// TestConformanceSentinel runs the suite against a failover client of the
+// sentinel topology, with every granting write acknowledged by the
+// replica. Stall pauses every process (sentinels first, so no failover
+// starts): the node stops answering.
+func TestConformanceSentinel(t *testing.T) {
+	topo := redistest.StartSentinel(t)
+	backendtest.Run(t, func(t *testing.T) backendtest.Target {
+		return backendtest.Target{
+			Backend: failoverNode(t, topo, WithReplicaAck(1, time.Second)),
+			Stall: func() func() {
+				for i := len(topo.Servers) - 1; i >= 0; i-- {
+					if err := topo.Servers[i].Pause(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return func() {
+					for _, s := range topo.Servers {
+						if err := s.Resume(); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+			},
+		}
+	})
+}
+
+// assertAckFailed asserts that err is a QuorumError whose one node failed
+// for want of replica acknowledgement (the vote failed).
+func assertAckFailed(t *testing.T, err error) {
+	t.Helper()
+	var qe *redlock.QuorumError
+	if assert.ErrorAs(t, err, &qe) && assert.Len(t, qe.Failed, 1) {
+		assert.ErrorIs(t, qe.Failed[0].Err, ErrReplicaAck, "the node's vote failed: too few replicas acknowledged")
+	}
+}
+
+// scenarioLocker is a Single over a fresh failover client: a long TTL, so
+// that the first holder's lock is still valid whatever the failover costs.
+func scenarioLocker(t *testing.T, topo *redisserver.Sentinel, opts ...Option) *redlock.Single {
+	l, err := redlock.NewSingle(failoverNode(t, topo, opts...), redlock.WithTTL(time.Minute),
+		redlock.WithStrategy(redlock.Reject()), redlock.WithNodeTimeout(2*time.Second))
+	require.NoError(t, err)
+	return l
+}
+
+// cutReplication freezes the replica (SIGSTOP) and drops its replication
+// link on the master, so no write reaches it from now on: the frozen
+// replica cannot reconnect, and what the master writes next is in no
+// socket buffer of the replica's.
+func cutReplication(t *testing.T, ctx context.Context, topo *redisserver.Sentinel) {
+	require.NoError(t, topo.Data[1].Pause())
+	n, err := redistest.Client(t, topo.Data[0].Addr()).ClientKillByFilter(ctx, "TYPE", "replica").Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the replica's link")
+}
+
+// failover kills the master (SIGKILL), resumes the replica and waits
+// until the sentinels promote it.
+func failover(t *testing.T, ctx context.Context, topo *redisserver.Sentinel) {
+	master, replica := topo.Data[0], topo.Data[1]
+	require.NoError(t, master.Kill())
+	require.NoError(t, replica.Resume())
+	addr, err := topo.WaitFailover(ctx, master.Addr())
+	require.NoError(t, err)
+	require.Equal(t, replica.Addr(), addr, "the replica is the new master")
+}
+
+// TestSentinelFailoverWithoutReplicaAck shows the hazard of asynchronous
+// replication: A's lock, granted by the master, never reached the
+// replica; the master dies, the replica is promoted without the key, and
+// B is granted the same key while A's lock is still valid. Both hold it.
+func TestSentinelFailoverWithoutReplicaAck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topo := redistest.StartSentinel(t)
+	a := scenarioLocker(t, topo)
+	cutReplication(t, ctx, topo)
+
+	lockA, err := a.Lock(ctx, "sentinel:k")
+	require.NoError(t, err, "granted by the master alone: nothing waits for the replica")
+	assert.Equal(t, lockA.Token(), redistest.Client(t, topo.Data[0].Addr()).Get(ctx, "sentinel:k").Val())
+
+	failover(t, ctx, topo)
+	b := scenarioLocker(t, topo)
+	lockB, err := b.Lock(ctx, "sentinel:k")
+	require.NoError(t, err, "the promoted replica never had A's key")
+	assert.True(t, time.Now().Before(lockA.Until()), "A's lock is still valid: both hold sentinel:k (the overlap)")
+	assert.NotEqual(t, lockA.Token(), lockB.Token())
+	assert.Equal(t, lockB.Token(), redistest.Client(t, topo.Data[1].Addr()).Get(ctx, "sentinel:k").Val())
+}
+
+// TestSentinelFailoverWithReplicaAck: with WithReplicaAck(1, …) a lock
+// is granted only once the replica has it. With replication cut, A is
+// refused (its vote fails, the write is rolled back) and no lock exists;
+// with the replica healthy, A's lock survives the master's death and the
+// replica's promotion, and B is refused while it is valid.
+func TestSentinelFailoverWithReplicaAck(t *testing.T) {
+	ack := WithReplicaAck(1, 500*time.Millisecond)
+	t.Run("ReplicaCutOff", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		topo := redistest.StartSentinel(t)
+		a := scenarioLocker(t, topo, ack)
+		cutReplication(t, ctx, topo)
+		_, err := a.Lock(ctx, "sentinel:k")
+		require.ErrorIs(t, err, redlock.ErrUnavailable)
+		assertAckFailed(t, err)
+		assert.Zero(t, redistest.Client(t, topo.Data[0].Addr()).Exists(ctx, "sentinel:k").Val(),
+			"the write was rolled back on the master")
+		require.NoError(t, topo.Data[1].Resume())
+	})
+	t.Run("ReplicaHealthy", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		topo := redistest.StartSentinel(t)
+		a := scenarioLocker(t, topo, ack)
+		lockA, err := a.Lock(ctx, "sentinel:k")
+		require.NoError(t, err)
+
+		failover(t, ctx, topo)
+		assert.Equal(t, lockA.Token(), redistest.Client(t, topo.Data[1].Addr()).Get(ctx, "sentinel:k").Val(),
+			"the promoted replica has A's key")
+		b := scenarioLocker(t, topo, ack)
+		_, err = b.Lock(ctx, "sentinel:k")
+		assert.ErrorIs(t, err, redlock.ErrNotAcquired, "B finds A's key on the new master")
+		assert.True(t, time.Now().Before(lockA.Until()), "while A's lock is valid")
+	})
+}
