@@ -299,8 +299,9 @@ func (e every) Backoff(i int) (time.Duration, bool) { return e.delay, i < e.n }
 // NODE); its key and fence counter move with it. B is refused before,
 // during (go-redis follows ASK) and after (MOVED) the migration; A
 // extends and unlocks throughout; a waiter that subscribed on the old
-// owner gets the lock once A releases it, at its next backoff attempt:
-// the hub does not follow a server-side sunsubscribe (see below).
+// owner gets the lock when A releases it, woken by the announcement on
+// the new owner: its hub follows the slot (hub.go, reopen), which makes
+// this the regression test of that.
 func TestClusterSlotMigratedWhileHeld(t *testing.T) {
 	c := faultCluster(t, 0, false)
 	ctx := t.Context()
@@ -314,7 +315,9 @@ func TestClusterSlotMigratedWhileHeld(t *testing.T) {
 		return l
 	}
 	a, b := single(redlock.Reject()), single(redlock.Reject())
-	waiter := single(every{delay: 500 * time.Millisecond, n: 60})
+	// The waiter's delays outlast the test: it can get the lock only when
+	// a release announcement (or a hub's resubscription) wakes it.
+	waiter := single(every{delay: 10 * time.Minute, n: 1000})
 
 	la, err := a.Lock(ctx, key)
 	require.NoError(t, err)
@@ -376,13 +379,12 @@ func TestClusterSlotMigratedWhileHeld(t *testing.T) {
 	}
 	refused("after the migration (MOVED)")
 	// Redis drops the sharded subscriptions of a slot it no longer owns
-	// (a server-side sunsubscribe). The hub does not act on it: the
-	// waiter's subscription stays on the old owner and hears nothing
-	// more, so it gets the lock at its next backoff attempt, not on
-	// A's announcement (SPUBLISHed on the new owner).
-	eventually(t, 10*time.Second, "the old owner dropped the waiter's subscription", func() bool {
-		n, err := srcC.Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
-		return err == nil && len(n) == 2 && n[1] == int64(0)
+	// (a server-side sunsubscribe); the waiter's hub follows the slot to
+	// its new owner, where A's release is announced.
+	eventually(t, 10*time.Second, "the waiter's subscription moved to the new owner", func() bool {
+		n, err := dstC.Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		m, err2 := srcC.Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		return err == nil && err2 == nil && len(n) == 2 && n[1] == int64(1) && len(m) == 2 && m[1] == int64(0)
 	})
 	assert.Equal(t, la.Token(), dstC.Get(ctx, key).Val(), "the lock key on the new owner")
 	assert.Equal(t, "1", dstC.Get(ctx, key+fenceSuffix).Val(), "its fence counter with it")
