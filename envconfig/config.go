@@ -28,6 +28,7 @@
 //	LOCK_DISTRIBUTED_RETRY_DELAY  100     milliseconds before the first retry, doubled
 //	                                      for each further one (DefaultRetryDelay)
 //	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis:// URLs; required when enabled
+//	                                      (redis+cluster:// for a Redis Cluster as one node)
 //
 // These defaults are the seed configuration's, defined by this package:
 // they do not follow the defaults of package redlock's own options.
@@ -35,6 +36,20 @@
 // A node may also be a master behind Redis Sentinel, as a
 // redis+sentinel://[user:password@]host1[:port][,host2[:port]...]/mastername[/db]
 // URL: see SchemeSentinel.
+//
+// # Redis Cluster
+//
+// A URL with the scheme redis+cluster (rediss+cluster for TLS) is a whole
+// Redis Cluster as one node (see goredis.New): its seed addresses are the
+// URL's host and each addr query parameter, since a comma would end the
+// URL in the list:
+//
+//	redis+cluster://[user:password@]host1:7000[/0]?addr=host2:7001&addr=host3:7002
+//
+// The other query parameters are go-redis's ParseClusterURL options
+// (dial_timeout, read_timeout, ...). A cluster has database 0 only: any
+// other database in the path is an error, as is a URL without a host or
+// with a bad port. It may be mixed with redis:// URLs in one list.
 //
 // # Passwords
 //
@@ -50,6 +65,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +130,8 @@ type Config struct {
 	// RetryDelay·2^i. Ignored by StrategyReject.
 	RetryDelay time.Duration
 	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
-	// in the syntax of redis.ParseURL. One URL gives a redlock.Single,
+	// in the syntax of redis.ParseURL, or redis+cluster:// URLs of Redis
+	// Clusters (see the package documentation). One URL gives a redlock.Single,
 	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
 	// A URL may hold a password. Printing a Config (any fmt verb, String,
@@ -288,7 +306,11 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 				c.Nodes = append(c.Nodes, u)
 				continue
 			}
-			if _, err := redis.ParseURL(u); err != nil {
+			if _, cluster, err := clusterOptions(u); cluster {
+				if err != nil {
+					return bad(VarNodes, raw, err)
+				}
+			} else if _, err := redis.ParseURL(u); err != nil {
 				return bad(VarNodes, raw, nodeURLError(v, i, err))
 			}
 			c.Nodes = append(c.Nodes, u)
@@ -403,7 +425,7 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 		}
 		return s, closeFunc(func() error { return nil }), nil
 	}
-	clients := make([]*redis.Client, 0, len(c.Nodes))
+	clients := make([]redis.UniversalClient, 0, len(c.Nodes))
 	closeAll := func() error {
 		var errs []error
 		for _, cl := range clients {
@@ -418,6 +440,22 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 			if cl != nil {
 				clients = append(clients, cl)
 			}
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			nodes = append(nodes, b)
+			continue
+		}
+		if co, cluster, err := clusterOptions(u); cluster {
+			if err != nil {
+				closeAll()
+				return nil, nil, &Error{Var: VarNodes, Value: redact.URLs(u), Err: err}
+			}
+			co.ContextTimeoutEnabled = true
+			cl := redis.NewClusterClient(co)
+			clients = append(clients, cl)
+			b, err := newNode(cl)
 			if err != nil {
 				closeAll()
 				return nil, nil, err
@@ -463,7 +501,58 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 
 // newNode is the one place where a Redis client becomes a Backend, through
 // the go-redis adapter.
-func newNode(c *redis.Client) (redlock.Backend, error) { return goredis.New(c) }
+func newNode(c redis.UniversalClient) (redlock.Backend, error) { return goredis.New(c) }
+
+// clusterOptions parses a redis+cluster:// (or rediss+cluster://) URL, a
+// Redis Cluster as one node: the URL's host and every addr query
+// parameter are seed addresses, the other parameters go-redis's
+// ParseClusterURL options. cluster is false for any other scheme, which
+// the caller parses as a redis:// URL. Errors quote the URL with its
+// user info masked.
+func clusterOptions(u string) (o *redis.ClusterOptions, cluster bool, err error) {
+	scheme, rest, _ := strings.Cut(u, "://")
+	switch scheme {
+	case "redis+cluster", "rediss+cluster":
+	default:
+		return nil, false, nil
+	}
+	masked := redact.URLs(u)
+	pu, err := url.Parse(strings.TrimSuffix(scheme, "+cluster") + "://" + rest)
+	if err != nil {
+		// url.Parse quotes the URL: say nothing of it but the masked text.
+		return nil, true, fmt.Errorf("%q: malformed URL (write a password's special characters as %%XX escapes)", masked)
+	}
+	if pu.Host == "" {
+		return nil, true, fmt.Errorf("%q: no host: want %s://host:port[?addr=host:port...]", masked, scheme)
+	}
+	// A piece of the URL is quoted only when it has no user info: in a
+	// malformed one, a password may have landed in the path or a host.
+	quote := func(piece string) string {
+		if masked != u {
+			return "(not shown: the URL has user info)"
+		}
+		return strconv.Quote(piece)
+	}
+	if p := strings.TrimPrefix(pu.Path, "/"); p != "" && p != "0" {
+		return nil, true, fmt.Errorf("%q: database %s: a Redis Cluster has database 0 only", masked, quote(p))
+	}
+	addrs := append([]string{pu.Host}, pu.Query()["addr"]...)
+	for i, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil && i == 0 && pu.Port() == "" {
+			host, port, err = pu.Hostname(), "6379", nil // the URL's host may omit the port
+		}
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return nil, true, fmt.Errorf("%q: bad address %s: want host:port", masked, quote(a))
+		}
+	}
+	o, err = redis.ParseClusterURL(pu.String())
+	if err != nil {
+		return nil, true, fmt.Errorf("%q: %v", masked, redact.URLs(err.Error()))
+	}
+	return o, true, nil
+}
 
 // Open is Load and Config.Open in one call, reading the process
 // environment and then, for variables it does not set, the given .env

@@ -40,7 +40,8 @@ func (g *clusterNode) Acquire(ctx context.Context, key, token string, ttl time.D
 	if err != nil {
 		return false, err
 	}
-	return g.node.Acquire(ctx, k, token, ttl)
+	ok, err := g.node.Acquire(ctx, k, token, ttl)
+	return ok, g.failed(err)
 }
 
 func (g *clusterNode) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
@@ -53,7 +54,7 @@ func (g *clusterNode) Release(ctx context.Context, key, token string, announce b
 		flag = "2" // SPUBLISH
 	}
 	n, err := g.run(ctx, releaseScript, 1, k, token, flag)
-	return n == 1, err
+	return n == 1, g.failed(err)
 }
 
 func (g *clusterNode) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
@@ -61,7 +62,8 @@ func (g *clusterNode) Extend(ctx context.Context, key, token string, ttl time.Du
 	if err != nil {
 		return false, err
 	}
-	return g.node.Extend(ctx, k, token, ttl)
+	ok, err := g.node.Extend(ctx, k, token, ttl)
+	return ok, g.failed(err)
 }
 
 func (g *clusterNode) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
@@ -69,7 +71,8 @@ func (g *clusterNode) AcquireFenced(ctx context.Context, key, token string, ttl 
 	if err != nil {
 		return false, 0, err
 	}
-	return g.node.AcquireFenced(ctx, k, token, ttl)
+	ok, fence, err := g.node.AcquireFenced(ctx, k, token, ttl)
+	return ok, fence, g.failed(err)
 }
 
 func (g *clusterNode) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
@@ -77,7 +80,8 @@ func (g *clusterNode) RaiseFence(ctx context.Context, key, token string, fence i
 	if err != nil {
 		return false, err
 	}
-	return g.node.RaiseFence(ctx, k, token, fence)
+	ok, err := g.node.RaiseFence(ctx, k, token, fence)
+	return ok, g.failed(err)
 }
 
 func (g *clusterNode) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
@@ -89,6 +93,20 @@ func (g *clusterNode) Notify(ctx context.Context, key string, released func(payl
 		return nil, err
 	}
 	return g.slotHub(slot(k)).notify(ctx, g.c, k, released)
+}
+
+// failed returns err, and when a command failed (its master unreachable
+// or dead, CLUSTERDOWN, a timeout) has the client reload the cluster's
+// slot map in the background. go-redis reloads it by itself after MOVED,
+// but not after a network error of a command marked no-retry, as every
+// command of this adapter is: without this a node would keep sending to a
+// dead master until ClusterStateReloadInterval (60 s by default) passed,
+// long after its replica had been promoted.
+func (g *clusterNode) failed(err error) error {
+	if err != nil {
+		g.c.(*redis.ClusterClient).ReloadState(context.Background())
+	}
+	return err
 }
 
 // slotHub returns the hub of a slot.

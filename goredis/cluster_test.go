@@ -440,8 +440,8 @@ func (p movedPubSub) Subscribe(ctx context.Context, channels ...string) error {
 // TestClusterRefusedSubscription: an SSUBSCRIBE the node refuses (MOVED:
 // the slot is not the connection's master's, as after a migration) fails
 // Notify instead of being confirmed by the PING that follows it; the
-// subscription carries on, and a new Notify of the same key subscribes
-// again.
+// hub reopens its connection (reopen), its other waiter stays subscribed,
+// and a new Notify of the same key subscribes again.
 func TestClusterRefusedSubscription(t *testing.T) {
 	g, cc := clusterBackend(t)
 	ctx := t.Context()
@@ -460,7 +460,8 @@ func TestClusterRefusedSubscription(t *testing.T) {
 	}
 	armed := make(chan struct{})
 	h := g.slotHub(slot(first))
-	h.wrap = func(ps pubSub) pubSub { return movedPubSub{ps, armed, foreign, new(atomic.Bool)} }
+	used := new(atomic.Bool) // once, also over the connection the hub reopens after MOVED
+	h.wrap = func(ps pubSub) pubSub { return movedPubSub{ps, armed, foreign, used} }
 
 	cb1, got1 := payloads()
 	stop1, err := g.Notify(ctx, first, cb1)

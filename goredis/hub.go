@@ -37,6 +37,12 @@ import (
 // A Redis Cluster node has one hub per hash slot, in sharded mode
 // (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a connection to the slot's
 // master, where the numbered PING confirms them just the same.
+// When the slot moves to another master (a migration, a failover), its
+// old master drops the slot's subscriptions (a sunsubscribe the hub did
+// not ask for) or answers MOVED: the hub then opens a new connection,
+// which go-redis dials to the slot's master after reloading its slot
+// map, subscribes every channel there anew and, as after a drop, wakes
+// every waiter with "" once a PING on it is answered (reopen).
 //
 // Dispatch never waits for a write. The hub's mutex guards the bookkeeping
 // and is held by the receiving goroutine while it dispatches; writes are
@@ -90,15 +96,20 @@ func (p shardedPubSub) Unsubscribe(ctx context.Context, channels ...string) erro
 // subscription is one pub/sub connection and what it is subscribed to.
 // Its maps and counters are guarded by the hub's mutex.
 type subscription struct {
-	ps      pubSub
+	psMu    sync.Mutex      // guards ps and closed
+	ps      pubSub          // replaced by reopen (a sharded hub whose slot moved)
+	closed  bool            // the last waiter left: ps is not replaced any more
+	open    func() pubSub   // a new connection, as the first
+	reload  func()          // has a cluster client reload its slot map; nil otherwise
 	ctx     context.Context // the goroutines', cancelled with the last waiter
 	cancel  context.CancelFunc
 	closing chan struct{} // closed when the last waiter left
 	kick    chan struct{} // capacity 1: the writer has something to do
 	// dialled, for a sharded hub, is closed once the writer has written
-	// its first round, whose SSUBSCRIBE dials the connection: receive
-	// waits for it, or go-redis, asked to read before any channel is
-	// known, would dial a random node of the cluster.
+	// its first round on the current connection, whose SSUBSCRIBE dials
+	// it: receive waits for it, or go-redis, asked to read before any
+	// channel is known, would dial a random node of the cluster. Guarded
+	// by the hub's mutex.
 	dialled chan struct{}
 	wg      sync.WaitGroup
 
@@ -188,23 +199,26 @@ func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, r
 // open starts a subscription and its goroutines; called with h.mu held.
 func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var ps pubSub
-	if h.sharded {
-		ps = shardedPubSub{c.SSubscribe(rctx)}
-	} else {
-		ps = c.Subscribe(rctx)
+	open := func() pubSub {
+		var ps pubSub
+		if h.sharded {
+			ps = shardedPubSub{c.SSubscribe(rctx)}
+		} else {
+			ps = c.Subscribe(rctx)
+		}
+		if h.wrap != nil {
+			ps = h.wrap(ps)
+		}
+		return ps
 	}
-	if h.wrap != nil {
-		ps = h.wrap(ps)
-	}
-	s := &subscription{ps: ps, ctx: rctx, cancel: cancel, closing: make(chan struct{}),
+	s := &subscription{ps: open(), open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel, closing: make(chan struct{}),
 		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{},
 		refused: map[string]bool{}}
 	if h.sharded {
 		s.dialled = make(chan struct{})
 	}
 	s.wg.Add(2)
-	go s.receive(&h.mu, s.dialled)
+	go s.receive(&h.mu, h.sharded)
 	go s.write(&h.mu)
 	return s
 }
@@ -250,7 +264,11 @@ func (h *hub) leave(s *subscription, name string, me *listener) {
 		// So the connection is closed, and its goroutines waited for, on a
 		// goroutine of its own, which ends within subscribeTimeout.
 		go func() {
-			_ = s.ps.Close()
+			s.psMu.Lock()
+			s.closed = true
+			ps := s.ps
+			s.psMu.Unlock()
+			_ = ps.Close()
 			s.wg.Wait()
 		}()
 	}
@@ -366,10 +384,12 @@ func (s *subscription) write(mu *sync.Mutex) {
 			continue
 		}
 		err := s.flush(p)
+		mu.Lock()
 		if s.dialled != nil {
 			close(s.dialled) // go-redis now knows a channel to route by
 			s.dialled = nil
 		}
+		mu.Unlock()
 		if err != nil {
 			mu.Lock()
 			s.failedLocked(p, err)
@@ -388,6 +408,7 @@ func (s *subscription) write(mu *sync.Mutex) {
 func (s *subscription) flush(p plan) error {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
+	ps := s.pubSub()
 	var first error
 	keep := func(err error) {
 		if first == nil {
@@ -395,38 +416,35 @@ func (s *subscription) flush(p plan) error {
 		}
 	}
 	if len(p.unsubscribe) > 0 {
-		keep(s.ps.Unsubscribe(ctx, p.unsubscribe...))
+		keep(ps.Unsubscribe(ctx, p.unsubscribe...))
 	}
 	if len(p.subscribe) > 0 {
-		keep(s.ps.Subscribe(ctx, p.subscribe...))
+		keep(ps.Subscribe(ctx, p.subscribe...))
 	}
 	if p.ping != 0 {
-		keep(s.ps.Ping(ctx, pingPrefix+strconv.FormatUint(p.ping, 10)))
+		keep(ps.Ping(ctx, pingPrefix+strconv.FormatUint(p.ping, 10)))
 	}
 	return first
 }
 
 // receive dispatches the node's messages to the waiters until the
 // subscription closes. mu is the hub's mutex.
-func (s *subscription) receive(mu *sync.Mutex, dialled <-chan struct{}) {
+func (s *subscription) receive(mu *sync.Mutex, sharded bool) {
 	defer s.wg.Done()
-	if dialled != nil {
-		select {
-		case <-dialled:
-		case <-s.closing:
-			return
-		}
-	}
 	pause := receivePause
 	for {
-		msg, err := s.ps.Receive(s.ctx)
+		if sharded && !s.waitDialled(mu) {
+			return
+		}
+		msg, err := s.pubSub().Receive(s.ctx)
 		if err != nil {
 			select {
 			case <-s.closing:
 				return
 			default:
 			}
-			if _, ok := errors.AsType[redis.Error](err); ok {
+			moved := false
+			if rerr, ok := errors.AsType[redis.Error](err); ok {
 				// The node refused a command (a SUBSCRIBE denied by an
 				// ACL, an SSUBSCRIBE answered MOVED after the slot
 				// moved): the PING that follows it will be answered, but
@@ -434,6 +452,7 @@ func (s *subscription) receive(mu *sync.Mutex, dialled <-chan struct{}) {
 				mu.Lock()
 				s.refusedLocked(err)
 				mu.Unlock()
+				moved = sharded && strings.HasPrefix(rerr.Error(), "MOVED ")
 			}
 			// go-redis reconnects and resubscribes, in this Receive or the
 			// next, or in the next write; what was published meanwhile is
@@ -450,11 +469,21 @@ func (s *subscription) receive(mu *sync.Mutex, dialled <-chan struct{}) {
 			case <-t.C:
 			}
 			pause = min(2*pause, maxReceivePause)
+			if moved {
+				s.reopen(mu) // the slot has another master now
+			}
 			continue
 		}
 		pause = receivePause
 		mu.Lock()
+		dropped := false
 		switch m := msg.(type) {
+		case *redis.Subscription:
+			// A sunsubscribe for a channel with waiters that the writer
+			// did not ask for: the node no longer owns the slot (it
+			// migrated, or the node was demoted) and dropped the slot's
+			// subscriptions. The connection is of no more use to the hub.
+			dropped = sharded && m.Kind == "sunsubscribe" && s.channels[m.Channel] != nil && s.written[m.Channel]
 		case *redis.Message:
 			if cw := s.channels[m.Channel]; cw != nil {
 				for w := range cw.waiters {
@@ -469,7 +498,81 @@ func (s *subscription) receive(mu *sync.Mutex, dialled <-chan struct{}) {
 			}
 		}
 		mu.Unlock()
+		if dropped {
+			s.reopen(mu)
+		}
 	}
+}
+
+// reloadSlots returns what makes c reload its slot map: nil unless c is a
+// cluster client.
+func reloadSlots(c redis.UniversalClient) func() {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	return func() { cc.ReloadState(context.Background()) }
+}
+
+// pubSub returns the current pub/sub connection.
+func (s *subscription) pubSub() pubSub {
+	s.psMu.Lock()
+	defer s.psMu.Unlock()
+	return s.ps
+}
+
+// waitDialled waits until the writer has written a round on the current
+// connection of a sharded hub; false when the subscription closed.
+func (s *subscription) waitDialled(mu *sync.Mutex) bool {
+	mu.Lock()
+	dialled := s.dialled
+	mu.Unlock()
+	if dialled == nil {
+		return true
+	}
+	select {
+	case <-dialled:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+// reopen replaces the pub/sub connection of a sharded hub whose slot
+// moved to another master (the node dropped its subscriptions, or
+// answered MOVED): it has the cluster client reload its slot map, opens a
+// new connection, which the writer's next round dials to the slot's
+// master as the client then knows it, and has every channel subscribed
+// there anew, followed by a PING whose pong wakes every waiter with "",
+// since a release may have been missed meanwhile. Called by the receiving
+// goroutine, without the hub's mutex.
+func (s *subscription) reopen(mu *sync.Mutex) {
+	if s.reload != nil {
+		s.reload()
+	}
+	fresh := s.open()
+	mu.Lock()
+	s.psMu.Lock()
+	if s.closed {
+		s.psMu.Unlock()
+		mu.Unlock()
+		_ = fresh.Close()
+		return
+	}
+	old := s.ps
+	s.ps = fresh
+	s.psMu.Unlock()
+	clear(s.written)
+	for _, cw := range s.channels {
+		if !cw.ok {
+			cw.ping = 0 // its PING went to the old connection
+		}
+	}
+	s.resync, s.resyncAt = true, 0
+	s.dialled = make(chan struct{})
+	mu.Unlock()
+	_ = old.Close()
+	s.wake()
 }
 
 // pongLocked, called with the hub's mutex held, handles the pong of PING
