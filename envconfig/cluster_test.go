@@ -65,6 +65,8 @@ func TestClusterURLMalformed(t *testing.T) {
 		"redis+cluster://alice:pa55/w0rd@h1:7000", // unescaped '/' in the password
 		"redis+cluster://h1:7000/pa55@h2",         // a password where the path is
 		"redis+cluster://pa55:w0rd?x@h2",          // a password where the host is
+		"redis+cluster://alice:pa55,w0rd@h1:7:0",  // a comma in the password
+		"redis+cluster://h1,h2:7000",              // the sentinel URL's old comma form
 	} {
 		t.Run(u, func(t *testing.T) {
 			_, err := Load(vars(map[string]string{VarNodes: u}))

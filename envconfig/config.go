@@ -28,14 +28,11 @@
 //	LOCK_DISTRIBUTED_RETRY_DELAY  100     milliseconds before the first retry, doubled
 //	                                      for each further one (DefaultRetryDelay)
 //	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis:// URLs; required when enabled
-//	                                      (redis+cluster:// for a Redis Cluster as one node)
+//	                                      (redis+cluster:// for a Redis Cluster as one node,
+//	                                      redis+sentinel:// for a master behind Sentinel)
 //
 // These defaults are the seed configuration's, defined by this package:
 // they do not follow the defaults of package redlock's own options.
-//
-// A node may also be a master behind Redis Sentinel, as a
-// redis+sentinel://[user:password@]host1[:port][,host2[:port]...]/mastername[/db]
-// URL: see SchemeSentinel.
 //
 // # Redis Cluster
 //
@@ -50,6 +47,20 @@
 // (dial_timeout, read_timeout, ...). A cluster has database 0 only: any
 // other database in the path is an error, as is a URL without a host or
 // with a bad port. It may be mixed with redis:// URLs in one list.
+//
+// # Redis Sentinel
+//
+// A URL with the scheme redis+sentinel (rediss+sentinel for TLS) is a
+// master behind Redis Sentinel as one node, in go-redis's
+// ParseFailoverURL form: the sentinels are the URL's host (port 26379
+// when left out) and each addr query parameter, the master's name the
+// master_name query parameter (required):
+//
+//	redis+sentinel://[user:password@]host1[:26379][/db]?master_name=NAME[&addr=host2:26379...]
+//
+// The user info authenticates to the master, not to the sentinels; the
+// database is non-negative; the other query parameters are
+// ParseFailoverURL options. See SchemeSentinel.
 //
 // # Passwords
 //
@@ -130,8 +141,9 @@ type Config struct {
 	// RetryDelay·2^i. Ignored by StrategyReject.
 	RetryDelay time.Duration
 	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
-	// in the syntax of redis.ParseURL, or redis+cluster:// URLs of Redis
-	// Clusters (see the package documentation). One URL gives a redlock.Single,
+	// in the syntax of redis.ParseURL, redis+cluster:// URLs of Redis
+	// Clusters or redis+sentinel:// URLs of masters behind Sentinel (see
+	// the package documentation). One URL gives a redlock.Single,
 	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
 	// A URL may hold a password. Printing a Config (any fmt verb, String,
@@ -293,22 +305,18 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if raw, v, ok := get(VarNodes); ok {
 		urls := strings.Split(v, ",")
-		for i := 0; i < len(urls); i++ {
-			u := strings.TrimSpace(urls[i])
+		for i, u := range urls {
+			u = strings.TrimSpace(u)
 			if u == "" {
 				return bad(VarNodes, raw, errors.New("empty URL in the list"))
 			}
-			if strings.HasPrefix(u, SchemeSentinel) { // sentinel.go
-				var err error
-				if u, i, err = sentinelNode(urls, i); err != nil {
-					return bad(VarNodes, raw, err)
-				}
-				c.Nodes = append(c.Nodes, u)
-				continue
-			}
-			if _, cluster, err := clusterOptions(u); cluster {
+			if _, sentinel, err := sentinelOptions(u); sentinel { // sentinel.go
 				if err != nil {
-					return bad(VarNodes, raw, err)
+					return bad(VarNodes, raw, kindURLError(v, i, err))
+				}
+			} else if _, cluster, err := clusterOptions(u); cluster {
+				if err != nil {
+					return bad(VarNodes, raw, kindURLError(v, i, err))
 				}
 			} else if _, err := redis.ParseURL(u); err != nil {
 				return bad(VarNodes, raw, nodeURLError(v, i, err))
@@ -345,6 +353,18 @@ func nodeURLError(list string, i int, err error) error {
 		return fmt.Errorf("%q: %w", mu, merr)
 	}
 	return fmt.Errorf("%q: malformed user info (not shown; write a password's special characters as %%XX escapes)", mu)
+}
+
+// kindURLError is err, the error of clusterOptions or sentinelOptions
+// for URL i of the comma-separated list, unless masking the whole list
+// merges URLs (a ',' in user info): URL i, masked alone, may then show a
+// piece of a password, and there is nothing safe to quote but its
+// position.
+func kindURLError(list string, i int, err error) error {
+	if len(strings.Split(redact.URLs(list), ",")) != len(strings.Split(list, ",")) {
+		return fmt.Errorf("URL %d of the list is malformed (not shown: it has user info)", i+1)
+	}
+	return err
 }
 
 // parseCount parses a non-negative decimal integer (no sign, no unit) and
@@ -435,8 +455,12 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 	}
 	nodes := make([]redlock.Backend, 0, len(c.Nodes))
 	for _, u := range c.Nodes {
-		if strings.HasPrefix(u, SchemeSentinel) { // sentinel.go
-			cl, b, err := openSentinel(u)
+		if fo, sentinel, err := sentinelOptions(u); sentinel { // sentinel.go
+			if err != nil {
+				closeAll()
+				return nil, nil, &Error{Var: VarNodes, Value: redact.URLs(u), Err: err}
+			}
+			cl, b, err := openSentinel(fo)
 			if cl != nil {
 				clients = append(clients, cl)
 			}
@@ -503,53 +527,95 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 // the go-redis adapter.
 func newNode(c redis.UniversalClient) (redlock.Backend, error) { return goredis.New(c) }
 
+// kindURL is a node URL of a kind go-redis parses from a redis:// URL of
+// its own (redis+cluster:// for ParseClusterURL, redis+sentinel:// for
+// ParseFailoverURL), checked by parseKindURL.
+type kindURL struct {
+	raw, masked string
+	scheme      string   // the URL's own scheme: redis+cluster, rediss+sentinel, ...
+	u           *url.URL // the URL with go-redis's scheme, redis or rediss
+}
+
+// errorf is an error about the URL, quoted with its user info masked.
+func (k *kindURL) errorf(format string, args ...any) error {
+	return fmt.Errorf("%q: "+format, append([]any{k.masked}, args...)...)
+}
+
+// quote quotes a piece of the URL, but only when the URL has no user
+// info: in a malformed one, a password may have landed in the path, a
+// host or the query.
+func (k *kindURL) quote(piece string) string {
+	if k.masked != k.raw {
+		return "(not shown: the URL has user info)"
+	}
+	return strconv.Quote(piece)
+}
+
+// goRedisError is an error of go-redis's parser, with any user info in
+// its text masked.
+func (k *kindURL) goRedisError(err error) error {
+	return k.errorf("%v", redact.URLs(err.Error()))
+}
+
+// parseKindURL parses u when its scheme is "redis+"+kind or
+// "rediss+"+kind (TLS): ok is false, with no error, for any other scheme.
+// It swaps the scheme for go-redis's redis or rediss, checks the URL's
+// host and every addr query parameter (host:port, a port from 1 to
+// 65535), and gives the URL's host defaultPort when it has none. The
+// errors quote the URL with its user info masked, and nothing of the
+// user info.
+func parseKindURL(u, kind, defaultPort string) (k *kindURL, ok bool, err error) {
+	scheme, rest, _ := strings.Cut(u, "://")
+	base, _ := strings.CutSuffix(scheme, "+"+kind)
+	if base != "redis" && base != "rediss" || base == scheme {
+		return nil, false, nil
+	}
+	k = &kindURL{raw: u, masked: redact.URLs(u), scheme: scheme}
+	k.u, err = url.Parse(base + "://" + rest)
+	if err != nil {
+		// url.Parse quotes the URL: say nothing of it but the masked text,
+		// or its reason when the URL has no user info.
+		if ue := (*url.Error)(nil); k.masked == k.raw && errors.As(err, &ue) {
+			return nil, true, k.errorf("malformed URL: %v", ue.Err)
+		}
+		return nil, true, k.errorf("malformed URL (write a password's special characters as %%XX escapes)")
+	}
+	if k.u.Host == "" {
+		return nil, true, k.errorf("no host: want %s://host:port[?addr=host:port...]", scheme)
+	}
+	if k.u.Port() == "" && !strings.HasSuffix(k.u.Host, ":") {
+		k.u.Host = net.JoinHostPort(k.u.Hostname(), defaultPort)
+	}
+	for _, a := range append([]string{k.u.Host}, k.u.Query()["addr"]...) {
+		host, port, err := net.SplitHostPort(a)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return nil, true, k.errorf("bad address %s: want host:port with a port from 1 to 65535", k.quote(a))
+		}
+		if strings.ContainsAny(host, ", \t") {
+			return nil, true, k.errorf("bad address %s: list further hosts as addr query parameters, not with commas", k.quote(a))
+		}
+	}
+	return k, true, nil
+}
+
 // clusterOptions parses a redis+cluster:// (or rediss+cluster://) URL, a
 // Redis Cluster as one node: the URL's host and every addr query
-// parameter are seed addresses, the other parameters go-redis's
+// parameter are seed addresses, and the other query parameters go-redis
 // ParseClusterURL options. cluster is false for any other scheme, which
 // the caller parses as a redis:// URL. Errors quote the URL with its
 // user info masked.
 func clusterOptions(u string) (o *redis.ClusterOptions, cluster bool, err error) {
-	scheme, rest, _ := strings.Cut(u, "://")
-	switch scheme {
-	case "redis+cluster", "rediss+cluster":
-	default:
-		return nil, false, nil
+	k, cluster, err := parseKindURL(u, "cluster", "6379")
+	if !cluster || err != nil {
+		return nil, cluster, err
 	}
-	masked := redact.URLs(u)
-	pu, err := url.Parse(strings.TrimSuffix(scheme, "+cluster") + "://" + rest)
+	if p := strings.TrimPrefix(k.u.Path, "/"); p != "" && p != "0" {
+		return nil, true, k.errorf("database %s: a Redis Cluster has database 0 only", k.quote(p))
+	}
+	o, err = redis.ParseClusterURL(k.u.String())
 	if err != nil {
-		// url.Parse quotes the URL: say nothing of it but the masked text.
-		return nil, true, fmt.Errorf("%q: malformed URL (write a password's special characters as %%XX escapes)", masked)
-	}
-	if pu.Host == "" {
-		return nil, true, fmt.Errorf("%q: no host: want %s://host:port[?addr=host:port...]", masked, scheme)
-	}
-	// A piece of the URL is quoted only when it has no user info: in a
-	// malformed one, a password may have landed in the path or a host.
-	quote := func(piece string) string {
-		if masked != u {
-			return "(not shown: the URL has user info)"
-		}
-		return strconv.Quote(piece)
-	}
-	if p := strings.TrimPrefix(pu.Path, "/"); p != "" && p != "0" {
-		return nil, true, fmt.Errorf("%q: database %s: a Redis Cluster has database 0 only", masked, quote(p))
-	}
-	addrs := append([]string{pu.Host}, pu.Query()["addr"]...)
-	for i, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil && i == 0 && pu.Port() == "" {
-			host, port, err = pu.Hostname(), "6379", nil // the URL's host may omit the port
-		}
-		n, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			return nil, true, fmt.Errorf("%q: bad address %s: want host:port", masked, quote(a))
-		}
-	}
-	o, err = redis.ParseClusterURL(pu.String())
-	if err != nil {
-		return nil, true, fmt.Errorf("%q: %v", masked, redact.URLs(err.Error()))
+		return nil, true, k.goRedisError(err)
 	}
 	return o, true, nil
 }
