@@ -107,7 +107,7 @@ func WithFencing() Option { return func(c *config) { c.fencing = true } }
 // With them on, a waiter under the Retry strategy whose nodes support
 // them (see Notifier; the go-redis adapter does) retries as soon as the
 // holder releases instead of sleeping out its backoff delay, and the
-// waiters of one process for a key stand in line in arrival order (a new
+// waiters of one locker for a key stand in line in arrival order (a new
 // call joins the line instead of barging in, and a release wakes the
 // first; see line.go). Switching them off is for measuring the
 // difference and for servers where PUBLISH/SUBSCRIBE is disabled: releases
