@@ -5,9 +5,11 @@
 //
 // This package is the algorithm and imports no Redis client. A node is a
 // Backend made by an adapter: package goredis adapts a go-redis v9 client
-// (goredis.New). An adapter of your own implements [Backend] (and, for
-// fencing and hand-off, [Fencer] and [Notifier]), runs the scripts in
-// [Lua], and proves itself with package backendtest. Package envconfig
+// (goredis.New: standalone masters, Redis Cluster and Sentinel), module
+// rueidisnode a rueidis client. An adapter of your own implements
+// [Backend] (and, for fencing, hand-off and keys it cannot hold, [Fencer],
+// [Notifier] and [KeyChecker]), runs the scripts in [Lua], and proves
+// itself with package backendtest. Package envconfig
 // builds a Locker from LOCK_DISTRIBUTED_* variables; package httplock
 // puts one in front of HTTP handlers.
 //
