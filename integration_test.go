@@ -3,13 +3,11 @@ package redlock_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
@@ -70,41 +68,7 @@ func TestRealServersContention(t *testing.T) {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			_, bs := realNodes(t, n)
 			lk := lockerFor(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(30, time.Millisecond)))
-			const workers, rounds = 8, 25
-			var counter, inside, overlaps atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, workers*rounds)
-			for range workers {
-				wg.Go(func() {
-					for range rounds {
-						l, err := lk.Lock(t.Context(), "counter")
-						if err != nil {
-							errs <- err
-							continue
-						}
-						if inside.Add(1) != 1 {
-							overlaps.Add(1)
-						}
-						v := counter.Load()
-						runtime.Gosched()
-						counter.Store(v + 1)
-						inside.Add(-1)
-						if err := l.Unlock(t.Context()); err != nil {
-							errs <- err
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			failed := 0
-			for err := range errs {
-				require.ErrorIs(t, err, redlock.ErrTimeout, "the only acceptable failure is a wait that timed out")
-				failed++
-			}
-			assert.Zero(t, overlaps.Load())
-			assert.Equal(t, int64(workers*rounds-failed), counter.Load(), "every update under the lock counted exactly once")
-			assert.Less(t, failed, workers*rounds/2, "most acquisitions succeed")
+			locktest.Counter(t, lk, "counter", 8, 25, nil)
 		})
 	}
 }

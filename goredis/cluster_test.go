@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -516,46 +516,8 @@ func TestClusterInRedlockContention(t *testing.T) {
 		redlock.WithStrategy(redlock.Retry(60, 2*time.Millisecond)))
 	require.NoError(t, err)
 	for _, key := range []string{fresh("counter"), "counter:{" + fresh("t") + "}"} {
-		const workers, rounds = 6, 15
-		var counter, inside, overlaps atomic.Int64
-		var mu sync.Mutex
 		var fences []int64
-		var wg sync.WaitGroup
-		errs := make(chan error, workers*rounds)
-		for range workers {
-			wg.Go(func() {
-				for range rounds {
-					l, err := r.Lock(t.Context(), key)
-					if err != nil {
-						errs <- err
-						continue
-					}
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					mu.Lock()
-					fences = append(fences, l.Fence())
-					mu.Unlock()
-					v := counter.Load()
-					runtime.Gosched()
-					counter.Store(v + 1)
-					inside.Add(-1)
-					if err := l.Unlock(t.Context()); err != nil {
-						errs <- err
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		failed := 0
-		for err := range errs {
-			require.ErrorIs(t, err, redlock.ErrTimeout, "%s: the only acceptable failure is a wait that timed out", key)
-			failed++
-		}
-		assert.Zero(t, overlaps.Load(), key)
-		assert.Equal(t, int64(workers*rounds-failed), counter.Load(), "%s: every update under the lock counted once", key)
-		assert.Less(t, failed, workers*rounds/2, "%s: most acquisitions succeed", key)
+		locktest.Counter(t, r, key, 6, 15, func(l *redlock.Lock) { fences = append(fences, l.Fence()) })
 		for i := 1; i < len(fences); i++ {
 			if fences[i] <= fences[i-1] {
 				t.Fatalf("%s: holder %d got fence %d after holder %d's %d", key, i, fences[i], i-1, fences[i-1])

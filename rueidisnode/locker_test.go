@@ -3,13 +3,12 @@ package rueidisnode
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
@@ -43,41 +42,7 @@ func TestRedlockContention(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			r := newRedlock(t, realNodes(t, n), redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(30, time.Millisecond)))
-			const workers, rounds = 8, 25
-			var counter, inside, overlaps atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, workers*rounds)
-			for range workers {
-				wg.Go(func() {
-					for range rounds {
-						l, err := r.Lock(t.Context(), "counter")
-						if err != nil {
-							errs <- err
-							continue
-						}
-						if inside.Add(1) != 1 {
-							overlaps.Add(1)
-						}
-						v := counter.Load()
-						runtime.Gosched()
-						counter.Store(v + 1)
-						inside.Add(-1)
-						if err := l.Unlock(t.Context()); err != nil {
-							errs <- err
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			failed := 0
-			for err := range errs {
-				require.ErrorIs(t, err, redlock.ErrTimeout, "the only acceptable failure is a wait that timed out")
-				failed++
-			}
-			assert.Zero(t, overlaps.Load())
-			assert.Equal(t, int64(workers*rounds-failed), counter.Load(), "every update under the lock counted exactly once")
-			assert.Less(t, failed, workers*rounds/2, "most acquisitions succeed")
+			locktest.Counter(t, r, "counter", 8, 25, nil)
 		})
 	}
 }
