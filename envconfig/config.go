@@ -455,47 +455,10 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 	}
 	nodes := make([]redlock.Backend, 0, len(c.Nodes))
 	for _, u := range c.Nodes {
-		if fo, sentinel, err := sentinelOptions(u); sentinel { // sentinel.go
-			if err != nil {
-				closeAll()
-				return nil, nil, &Error{Var: VarNodes, Value: redact.URLs(u), Err: err}
-			}
-			cl, b, err := openSentinel(fo)
-			if cl != nil {
-				clients = append(clients, cl)
-			}
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			nodes = append(nodes, b)
-			continue
-		}
-		if co, cluster, err := clusterOptions(u); cluster {
-			if err != nil {
-				closeAll()
-				return nil, nil, &Error{Var: VarNodes, Value: redact.URLs(u), Err: err}
-			}
-			co.ContextTimeoutEnabled = true
-			cl := redis.NewClusterClient(co)
+		cl, b, err := openNode(u)
+		if cl != nil {
 			clients = append(clients, cl)
-			b, err := newNode(cl)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			nodes = append(nodes, b)
-			continue
 		}
-		o, err := redis.ParseURL(u)
-		if err != nil {
-			closeAll()
-			return nil, nil, &Error{Var: VarNodes, Value: redact.URLs(u), Err: nodeURLError(u, 0, err)}
-		}
-		o.ContextTimeoutEnabled = true
-		cl := redis.NewClient(o)
-		clients = append(clients, cl)
-		b, err := newNode(cl)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -523,9 +486,39 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 	}), nil
 }
 
-// newNode is the one place where a Redis client becomes a Backend, through
-// the go-redis adapter.
-func newNode(c redis.UniversalClient) (redlock.Backend, error) { return goredis.New(c) }
+// openNode makes the client and the node of one URL of the list: a
+// master behind Sentinel, a Redis Cluster or a plain redis:// master. The
+// client, once made, is returned even with an error, to be closed. Every
+// client honours context deadlines (ContextTimeoutEnabled), which the
+// go-redis adapter requires.
+func openNode(u string) (redis.UniversalClient, redlock.Backend, error) {
+	urlError := func(err error) error { return &Error{Var: VarNodes, Value: redact.URLs(u), Err: err} }
+	if fo, sentinel, err := sentinelOptions(u); sentinel { // sentinel.go
+		if err != nil {
+			return nil, nil, urlError(err)
+		}
+		cl := redis.NewFailoverClient(fo)
+		b, err := goredis.New(cl, goredis.WithFailover(fo))
+		return cl, b, err
+	}
+	if co, cluster, err := clusterOptions(u); cluster {
+		if err != nil {
+			return nil, nil, urlError(err)
+		}
+		co.ContextTimeoutEnabled = true
+		cl := redis.NewClusterClient(co)
+		b, err := goredis.New(cl)
+		return cl, b, err
+	}
+	o, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, nil, urlError(nodeURLError(u, 0, err))
+	}
+	o.ContextTimeoutEnabled = true
+	cl := redis.NewClient(o)
+	b, err := goredis.New(cl)
+	return cl, b, err
+}
 
 // kindURL is a node URL of a kind go-redis parses from a redis:// URL of
 // its own (redis+cluster:// for ParseClusterURL, redis+sentinel:// for

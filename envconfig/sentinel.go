@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,12 +77,4 @@ func sentinelOptions(u string) (o *redis.FailoverOptions, sentinel bool, err err
 	o.SentinelUsername, o.SentinelPassword = "", ""
 	o.ContextTimeoutEnabled = true
 	return o, true, nil
-}
-
-// openSentinel makes the failover client and node of a SchemeSentinel
-// URL's options. The client is returned, to be closed, even with an error.
-func openSentinel(o *redis.FailoverOptions) (*redis.Client, redlock.Backend, error) {
-	c := redis.NewFailoverClient(o)
-	b, err := goredis.New(c, goredis.WithFailover(o))
-	return c, b, err
 }
