@@ -152,6 +152,18 @@ func parseNode(u string) (Node, error) {
 	return n, nil
 }
 
+// ParseNode parses one node URL as Load and Open do, for tools that talk
+// to the nodes themselves (redlock inspect and release): its kind, its
+// go-redis options and its replica_ack parameters. An error is an *Error
+// for VarNodes, the URL masked.
+func ParseNode(u string) (Node, error) {
+	n, err := parseNode(u)
+	if err != nil {
+		return Node{}, &Error{Var: VarNodes, Value: redact.URLs(u), Err: listURLError(u, 0, err)}
+	}
+	return n, nil
+}
+
 // listURLError is parseNode's error for URL i of the comma-separated
 // list, worded without a piece of any password in the list.
 func listURLError(list string, i int, err error) error {
@@ -223,7 +235,7 @@ func (c Config) openNodes(open func(Node) (redlock.Backend, io.Closer, error)) (
 		closers []io.Closer
 	)
 	for _, u := range c.Nodes {
-		n, err := parseNode(u)
+		n, err := ParseNode(u)
 		if err == nil {
 			var b redlock.Backend
 			var cl io.Closer
@@ -235,8 +247,6 @@ func (c Config) openNodes(open func(Node) (redlock.Backend, io.Closer, error)) (
 			if !errors.As(err, new(*Error)) {
 				err = fmt.Errorf("envconfig: node %q: %w", n.URL, err)
 			}
-		} else {
-			err = &Error{Var: VarNodes, Value: redact.URLs(u), Err: listURLError(u, 0, err)}
 		}
 		closeAll(closers)
 		return nil, nil, err
