@@ -65,13 +65,15 @@
 //
 // # Replica acknowledgement
 //
-// A node URL of any kind may ask that every write granting or keeping a
-// lock wait for replicas (goredis.WithReplicaAck), with two query
-// parameters of this package, taken out before go-redis parses the URL:
+// A node URL may ask that every write granting or keeping a lock wait for
+// replicas (goredis.WithReplicaAck), with two query parameters of this
+// package, taken out before go-redis parses the URL:
 //
 //	redis+sentinel://10.0.0.1?master_name=mymaster&replica_ack=1&replica_ack_timeout=500ms
 //
-// See ParamReplicaAck. Without them a failover can lose a lock.
+// See ParamReplicaAck. Without them a failover can lose a lock. On a
+// redis+cluster:// URL they are passed to goredis.New, which decides
+// whether a cluster client takes them; the rueidis client refuses them.
 //
 // # Client library
 //
@@ -165,7 +167,8 @@ type Config struct {
 	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
 	// in the syntax of redis.ParseURL, redis+cluster:// URLs of Redis
 	// Clusters or redis+sentinel:// URLs of masters behind Sentinel (see
-	// the package documentation). One URL gives a redlock.Single,
+	// the package documentation), any of them with the replica_ack
+	// parameters (ParamReplicaAck). One URL gives a redlock.Single,
 	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
 	// A URL may hold a password. Printing a Config (any fmt verb, String,
