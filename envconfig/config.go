@@ -30,6 +30,7 @@
 //	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis:// URLs; required when enabled
 //	                                      (redis+cluster:// for a Redis Cluster as one node,
 //	                                      redis+sentinel:// for a master behind Sentinel)
+//	LOCK_DISTRIBUTED_CLIENT       go-redis  the client library: go-redis or rueidis, any case
 //
 // These defaults are the seed configuration's, defined by this package:
 // they do not follow the defaults of package redlock's own options.
@@ -62,6 +63,30 @@
 // database is non-negative; the other query parameters are
 // ParseFailoverURL options. See SchemeSentinel.
 //
+// # Replica acknowledgement
+//
+// A node URL may ask that every write granting or keeping a lock wait for
+// replicas (goredis.WithReplicaAck), with two query parameters of this
+// package, taken out before go-redis parses the URL:
+//
+//	redis+sentinel://10.0.0.1?master_name=mymaster&replica_ack=1&replica_ack_timeout=500ms
+//
+// See ParamReplicaAck. Without them a failover can lose a lock. On a
+// redis+cluster:// URL they are passed to goredis.New, which decides
+// whether a cluster client takes them; the rueidis client refuses them.
+//
+// # Client library
+//
+// LOCK_DISTRIBUTED_CLIENT chooses the library the nodes are opened with;
+// the URLs are the same for both. go-redis is built in. rueidis lives in
+// a module of its own, which this package cannot import: a program that
+// offers it opens its configuration with
+// github.com/quorumlock/redlock/rueidisnode/rueidisenv (rueidisenv.Open
+// instead of Open). Any other program given
+// LOCK_DISTRIBUTED_CLIENT=rueidis fails to open, with an *Error naming
+// that package. See Client for why this is an explicit call and not a
+// registry filled by an import.
+//
 // # Passwords
 //
 // A node URL may hold a password. Every error of this package, and every
@@ -85,7 +110,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
 )
@@ -143,13 +167,19 @@ type Config struct {
 	// Nodes are the redis:// (or rediss://, unix://) URLs of the masters,
 	// in the syntax of redis.ParseURL, redis+cluster:// URLs of Redis
 	// Clusters or redis+sentinel:// URLs of masters behind Sentinel (see
-	// the package documentation). One URL gives a redlock.Single,
+	// the package documentation), any of them with the replica_ack
+	// parameters (ParamReplicaAck). One URL gives a redlock.Single,
 	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
 	// A URL may hold a password. Printing a Config (any fmt verb, String,
 	// slog) shows each URL's user info as xxxxx; the field itself is
 	// never changed.
 	Nodes []string
+	// Client is the Redis client library the nodes are opened with:
+	// ClientGoRedis (Load's default; the empty string means it too, so
+	// Configs built by hand before this field existed keep working) or
+	// ClientRueidis, which only OpenWith opens (see Client).
+	Client string
 }
 
 // redacted returns c with the user info of its node URLs masked.
@@ -167,14 +197,14 @@ func (c Config) redacted() Config {
 // String formats c as fmt's %v formats a struct, with the user info
 // (user name and password) of every node URL replaced by xxxxx:
 //
-//	{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]}
+//	{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379] go-redis}
 func (c Config) String() string { return fmt.Sprint(c) }
 
 // GoString is String in Go syntax, for %#v.
 func (c Config) GoString() string {
 	r := c.redacted()
-	return fmt.Sprintf("envconfig.Config{Enabled:%#v, Strategy:%#v, TTL:%#v, Retries:%#v, RetryDelay:%#v, Nodes:%#v}",
-		r.Enabled, r.Strategy, int64(r.TTL), r.Retries, int64(r.RetryDelay), r.Nodes)
+	return fmt.Sprintf("envconfig.Config{Enabled:%#v, Strategy:%#v, TTL:%#v, Retries:%#v, RetryDelay:%#v, Nodes:%#v, Client:%#v}",
+		r.Enabled, r.Strategy, int64(r.TTL), r.Retries, int64(r.RetryDelay), r.Nodes, r.Client)
 }
 
 // Format implements fmt.Formatter so that no verb prints a password: %v,
@@ -201,6 +231,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("retries", r.Retries),
 		slog.Duration("retry_delay", r.RetryDelay),
 		slog.Any("nodes", r.Nodes),
+		slog.String("client", r.Client),
 	)
 }
 
@@ -259,6 +290,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		TTL:        DefaultTTL,
 		Retries:    DefaultRetries,
 		RetryDelay: DefaultRetryDelay,
+		Client:     ClientGoRedis,
 	}
 	bad := func(name, raw string, err error) (Config, error) {
 		return Config{}, &Error{Var: name, Value: redact.URLs(raw), Err: err}
@@ -304,25 +336,23 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		c.RetryDelay = d
 	}
 	if raw, v, ok := get(VarNodes); ok {
-		urls := strings.Split(v, ",")
-		for i, u := range urls {
+		for i, u := range strings.Split(v, ",") {
 			u = strings.TrimSpace(u)
 			if u == "" {
 				return bad(VarNodes, raw, errors.New("empty URL in the list"))
 			}
-			if _, sentinel, err := sentinelOptions(u); sentinel { // sentinel.go
-				if err != nil {
-					return bad(VarNodes, raw, kindURLError(v, i, err))
-				}
-			} else if _, cluster, err := clusterOptions(u); cluster {
-				if err != nil {
-					return bad(VarNodes, raw, kindURLError(v, i, err))
-				}
-			} else if _, err := redis.ParseURL(u); err != nil {
-				return bad(VarNodes, raw, nodeURLError(v, i, err))
+			if _, err := parseNode(u); err != nil { // client.go
+				return bad(VarNodes, raw, listURLError(v, i, err))
 			}
 			c.Nodes = append(c.Nodes, u)
 		}
+	}
+	if raw, v, ok := get(VarClient); ok {
+		name, err := parseClientName(v)
+		if err != nil {
+			return bad(VarClient, raw, err)
+		}
+		c.Client = name
 	}
 	if c.Enabled && len(c.Nodes) == 0 {
 		raw, _ := lookup(VarNodes)
@@ -349,7 +379,11 @@ func nodeURLError(list string, i int, err error) error {
 	if mu == u { // no user info: nothing to hide
 		return fmt.Errorf("%q: %w", u, err)
 	}
-	if _, merr := redis.ParseURL(mu); merr != nil {
+	parsed := mu
+	if rest, _, err := splitReplicaAck(mu); err == nil {
+		parsed = rest // without this package's own parameters, as parseNode parses it
+	}
+	if _, merr := redis.ParseURL(parsed); merr != nil {
 		return fmt.Errorf("%q: %w", mu, merr)
 	}
 	return fmt.Errorf("%q: malformed user info (not shown; write a password's special characters as %%XX escapes)", mu)
@@ -411,6 +445,9 @@ func (c Config) validate() error {
 	if c.Enabled && len(c.Nodes) == 0 {
 		return invalidf("Config.Nodes: required when Enabled")
 	}
+	if !validClientName(c.clientName()) {
+		return invalidf("Config.Client %q: want %q or %q", c.Client, ClientGoRedis, ClientRueidis)
+	}
 	// TTL, retries and delay, as Lock would check them: building a locker
 	// checks its options, and has no other effect.
 	_, err := redlock.NewSingle(&alwaysGrant{}, c.Options()...)
@@ -424,17 +461,42 @@ func (c Config) validate() error {
 // instance) or override them.
 //
 // Enabled with one node gives a *redlock.Single, with several a
-// *redlock.Redlock; each
-// client is made from its URL with redis.ParseURL and
-// ContextTimeoutEnabled set, as the lockers require. Disabled gives a
-// *redlock.Single over an in-process backend that grants every lock at once,
-// even one already held: the application's locking code runs unchanged,
-// without mutual exclusion and without Redis.
+// *redlock.Redlock. Open opens go-redis clients (see openGoRedis): a
+// Config whose Client is ClientRueidis is an *Error for VarClient naming
+// the package that opens it (use OpenWith). Every client is made from its
+// URL as Load parsed it, with ContextTimeoutEnabled set, as the lockers
+// require, and replica acknowledgement when the URL asks for it
+// (ParamReplicaAck). Disabled gives a *redlock.Single over an in-process
+// backend that grants every lock at once, even one already held: the
+// application's locking code runs unchanged, without mutual exclusion and
+// without Redis. The client library is checked even then, so a program
+// that cannot open the configured library fails on the laptop too.
 //
 // Open does not contact Redis: an unreachable node shows up on the first
 // Lock as redlock.ErrUnavailable, not here.
 func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) {
+	return c.open(Client{}, opts)
+}
+
+// OpenWith is Open for a program that links a client library other than
+// go-redis, lib (see Client): when c.Client is lib.Name, lib opens every
+// node; otherwise OpenWith is Open. A library may contact the nodes while
+// opening them (rueidis connects at once), so with it an unreachable node
+// can fail OpenWith itself, with an error that does not match
+// redlock.ErrInvalid.
+func (c Config) OpenWith(lib Client, opts ...redlock.Option) (redlock.Locker, io.Closer, error) {
+	if lib.Name == "" || lib.Name == ClientGoRedis || lib.OpenNode == nil {
+		return nil, nil, invalidf("OpenWith: Client %q: want a name other than %q and an OpenNode", lib.Name, ClientGoRedis)
+	}
+	return c.open(lib, opts)
+}
+
+func (c Config) open(lib Client, opts []redlock.Option) (redlock.Locker, io.Closer, error) {
 	if err := c.validate(); err != nil {
+		return nil, nil, err
+	}
+	openNode, err := c.nodeOpener(lib) // client.go
+	if err != nil {
 		return nil, nil, err
 	}
 	opts = append(c.Options(), opts...)
@@ -445,79 +507,26 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 		}
 		return s, closeFunc(func() error { return nil }), nil
 	}
-	clients := make([]redis.UniversalClient, 0, len(c.Nodes))
-	closeAll := func() error {
-		var errs []error
-		for _, cl := range clients {
-			errs = append(errs, cl.Close())
-		}
-		return errors.Join(errs...)
+	nodes, closers, err := c.openNodes(openNode)
+	if err != nil {
+		return nil, nil, err
 	}
-	nodes := make([]redlock.Backend, 0, len(c.Nodes))
-	for _, u := range c.Nodes {
-		cl, b, err := openNode(u)
-		if cl != nil {
-			clients = append(clients, cl)
-		}
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		nodes = append(nodes, b)
-	}
-	var (
-		l   redlock.Locker
-		err error
-	)
+	var l redlock.Locker
 	if len(nodes) == 1 {
 		l, err = redlock.NewSingle(nodes[0], opts...)
 	} else {
 		l, err = redlock.New(nodes, opts...)
 	}
 	if err != nil {
-		closeAll()
+		closeAll(closers)
 		return nil, nil, err
 	}
 	var once sync.Once
 	var cerr error
 	return l, closeFunc(func() error {
-		once.Do(func() { cerr = closeAll() })
+		once.Do(func() { cerr = closeAll(closers) })
 		return cerr
 	}), nil
-}
-
-// openNode makes the client and the node of one URL of the list: a
-// master behind Sentinel, a Redis Cluster or a plain redis:// master. The
-// client, once made, is returned even with an error, to be closed. Every
-// client honours context deadlines (ContextTimeoutEnabled), which the
-// go-redis adapter requires.
-func openNode(u string) (redis.UniversalClient, redlock.Backend, error) {
-	urlError := func(err error) error { return &Error{Var: VarNodes, Value: redact.URLs(u), Err: err} }
-	if fo, sentinel, err := sentinelOptions(u); sentinel { // sentinel.go
-		if err != nil {
-			return nil, nil, urlError(err)
-		}
-		cl := redis.NewFailoverClient(fo)
-		b, err := goredis.New(cl, goredis.WithFailover(fo))
-		return cl, b, err
-	}
-	if co, cluster, err := clusterOptions(u); cluster {
-		if err != nil {
-			return nil, nil, urlError(err)
-		}
-		co.ContextTimeoutEnabled = true
-		cl := redis.NewClusterClient(co)
-		b, err := goredis.New(cl)
-		return cl, b, err
-	}
-	o, err := redis.ParseURL(u)
-	if err != nil {
-		return nil, nil, urlError(nodeURLError(u, 0, err))
-	}
-	o.ContextTimeoutEnabled = true
-	cl := redis.NewClient(o)
-	b, err := goredis.New(cl)
-	return cl, b, err
 }
 
 // kindURL is a node URL of a kind go-redis parses from a redis:// URL of

@@ -33,10 +33,10 @@ func vars(m map[string]string) func(string) (string, bool) {
 func TestConfigDefaults(t *testing.T) {
 	c, err := Load(vars(nil))
 	require.NoError(t, err)
-	assert.Equal(t, Config{Strategy: "retry", TTL: 10 * time.Second, Retries: 3, RetryDelay: 100 * time.Millisecond}, c)
+	assert.Equal(t, Config{Strategy: "retry", TTL: 10 * time.Second, Retries: 3, RetryDelay: 100 * time.Millisecond, Client: "go-redis"}, c)
 
 	// Blank values count as unset.
-	c2, err := Load(vars(map[string]string{VarEnabled: "", VarTTL: "  ", VarStrategy: "", VarNodes: ""}))
+	c2, err := Load(vars(map[string]string{VarEnabled: "", VarTTL: "  ", VarStrategy: "", VarNodes: "", VarClient: " "}))
 	require.NoError(t, err)
 	assert.Equal(t, c, c2)
 }
@@ -66,6 +66,10 @@ func TestConfigEachVariable(t *testing.T) {
 		{map[string]string{VarRetry: "7"}, func(c *Config) { c.Retries = 7 }},
 		{map[string]string{VarRetryDelay: "0"}, func(c *Config) { c.RetryDelay = 0 }},
 		{map[string]string{VarRetryDelay: "250"}, func(c *Config) { c.RetryDelay = 250 * time.Millisecond }},
+		{map[string]string{VarClient: "go-redis"}, func(c *Config) { c.Client = ClientGoRedis }},
+		{map[string]string{VarClient: " Rueidis "}, func(c *Config) { c.Client = ClientRueidis }},
+		{map[string]string{VarNodes: "redis://h:1?replica_ack=1&replica_ack_timeout=500ms"}, // kept as written
+			func(c *Config) { c.Nodes = []string{"redis://h:1?replica_ack=1&replica_ack_timeout=500ms"} }},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
@@ -104,6 +108,10 @@ func TestConfigMalformed(t *testing.T) {
 		{VarNodes, "redis://127.0.0.1:6379/db"}, // bad database number
 		{VarNodes, "redis://127.0.0.1:6379,,redis://127.0.0.1:6380"},
 		{VarNodes, "redis://127.0.0.1:6379,"},
+		{VarNodes, "redis://127.0.0.1:6379?replica_ack=1"}, // no timeout
+		{VarClient, "redigo"},
+		{VarClient, "go_redis"},
+		{VarClient, "go-redis,rueidis"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -425,21 +433,21 @@ func TestConfigErrorsHidePasswords(t *testing.T) {
 func TestConfigPrintingHidesPasswords(t *testing.T) {
 	enc := url.PathEscape(secret)
 	c := Config{Enabled: true, Strategy: StrategyRetry, TTL: 10 * time.Second, Retries: 3, RetryDelay: 100 * time.Millisecond,
-		Nodes: []string{"redis://alice:" + enc + "@10.0.0.1:6379/0", "redis://:" + enc + "@10.0.0.2:6379", "redis://10.0.0.3:6379"}}
+		Nodes: []string{"redis://alice:" + enc + "@10.0.0.1:6379/0", "redis://:" + enc + "@10.0.0.2:6379", "redis://10.0.0.3:6379"}, Client: ClientRueidis}
 	orig := slices.Clone(c.Nodes)
 	assertNoSecret(t, c, "pa55", "w0rd", "alice")
 	assertNoSecret(t, &c, "pa55", "w0rd", "alice")
 	assert.Equal(t, orig, c.Nodes, "printing does not change the Config")
 
-	assert.Equal(t, "{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]}", fmt.Sprint(c))
+	assert.Equal(t, "{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379] rueidis}", fmt.Sprint(c))
 	assert.Equal(t, "{Enabled:true Strategy:retry TTL:10s Retries:3 RetryDelay:100ms "+
-		"Nodes:[redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]}", fmt.Sprintf("%+v", c))
+		"Nodes:[redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379] Client:rueidis}", fmt.Sprintf("%+v", c))
 	assert.Equal(t, `envconfig.Config{Enabled:true, Strategy:"retry", TTL:10000000000, Retries:3, RetryDelay:100000000, `+
-		`Nodes:[]string{"redis://xxxxx@10.0.0.1:6379/0", "redis://xxxxx@10.0.0.2:6379", "redis://10.0.0.3:6379"}}`, fmt.Sprintf("%#v", c))
+		`Nodes:[]string{"redis://xxxxx@10.0.0.1:6379/0", "redis://xxxxx@10.0.0.2:6379", "redis://10.0.0.3:6379"}, Client:"rueidis"}`, fmt.Sprintf("%#v", c))
 	var logs bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("lock config", "config", c)
 	assert.Contains(t, logs.String(), `"config":{"enabled":true,"strategy":"retry","ttl":10000000000,"retries":3,"retry_delay":100000000,`+
-		`"nodes":["redis://xxxxx@10.0.0.1:6379/0","redis://xxxxx@10.0.0.2:6379","redis://10.0.0.3:6379"]}`)
+		`"nodes":["redis://xxxxx@10.0.0.1:6379/0","redis://xxxxx@10.0.0.2:6379","redis://10.0.0.3:6379"],"client":"rueidis"}`)
 }
 
 // Nodes with a password that the server refuses: the Lock error and

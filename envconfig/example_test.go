@@ -73,9 +73,9 @@ func ExampleError() {
 	fmt.Println(err)
 
 	c := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: envconfig.DefaultTTL,
-		Nodes: []string{"redis://app:s3cret@10.0.0.1:6379", "redis://10.0.0.2:6379"}}
+		Nodes: []string{"redis://app:s3cret@10.0.0.1:6379", "redis://10.0.0.2:6379"}, Client: envconfig.ClientGoRedis}
 	fmt.Printf("%+v\n", c)
 	// Output:
 	// envconfig: invalid LOCK_DISTRIBUTED_NODES="redis://xxxxx@10.0.0.1:6379/db": "redis://xxxxx@10.0.0.1:6379/db": redis: invalid database number: "db"
-	// {Enabled:true Strategy:retry TTL:10s Retries:0 RetryDelay:0s Nodes:[redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]}
+	// {Enabled:true Strategy:retry TTL:10s Retries:0 RetryDelay:0s Nodes:[redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379] Client:go-redis}
 }

@@ -36,7 +36,8 @@ import (
 // a standalone master. The node is a go-redis failover client, named
 // after its master name and sentinels (goredis.WithFailover), so the same
 // master listed twice is refused. Its writes are not acknowledged by
-// replicas: a failover can lose a lock (see goredis.WithReplicaAck).
+// replicas unless the URL asks for it (ParamReplicaAck): without it a
+// failover can lose a lock (see goredis.WithReplicaAck).
 const SchemeSentinel = "redis+sentinel://"
 
 // DefaultSentinelPort is the port of a sentinel URL's host given without

@@ -415,3 +415,20 @@ func TestInspectHidesPasswords(t *testing.T) {
 	assert.Contains(t, out, addr+"  no ")
 	assertNoSecret(t, out+errs)
 }
+
+// TestInspectNodeURLs: inspect reads node URLs as envconfig does, so a
+// URL with replica_ack parameters (envconfig's own, which go-redis
+// refuses) names its master; a cluster or Sentinel URL is refused in
+// words.
+func TestInspectNodeURLs(t *testing.T) {
+	_, addrs, cs := masters(t, 1)
+	lockOn(t, cs, "job")
+	st, rep := inspectJSON(t, "--addrs", "redis://"+addrs+"?replica_ack=1&replica_ack_timeout=1s", "--key", "job")
+	assert.Equal(t, 0, st)
+	assert.Equal(t, []string{addrs}, rep.Masters)
+	assert.True(t, keyOf(t, rep, "job").Masters[0].Held)
+
+	st, _, errs := callT(t, inspectWith, "--addrs", "redis+cluster://"+addrs, "--key", "job")
+	assert.NotEqual(t, 0, st)
+	assert.Contains(t, errs, "standalone masters only")
+}

@@ -47,7 +47,11 @@ func openMasters(addrs string, lookup func(string) (string, bool), timeout time.
 	var ms []master
 	seen := map[string]bool{}
 	for _, u := range cfg.Nodes {
-		o, err := redis.ParseURL(u) // Load has parsed it already
+		n, err := envconfig.ParseNode(u) // Load has parsed it already
+		if err == nil && n.Standalone == nil {
+			err = fmt.Errorf("%s: inspect and release talk to standalone masters only, not to a cluster or a master behind Sentinel", n)
+		}
+		o := n.Standalone
 		if err == nil && seen[o.Addr] {
 			err = fmt.Errorf("master %s is given twice; counted twice it would fake a quorum", o.Addr)
 		}
