@@ -2,6 +2,7 @@ package goredis
 
 import (
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/backendtest"
@@ -59,11 +60,17 @@ func TestConformanceRedisServer(t *testing.T) {
 // its checks land on every master. Stall pauses every server of the
 // cluster (SIGSTOP): the node, the whole cluster, stops answering, for
 // far less than the cluster's node timeout (15 s), so no replica takes
-// over.
+// over. ReplicaAck runs it again with every granting write acknowledged
+// by the slot's replica.
 func TestConformanceRedisCluster(t *testing.T) {
+	t.Run("Plain", func(t *testing.T) { clusterConformance(t) })
+	t.Run("ReplicaAck", func(t *testing.T) { clusterConformance(t, WithReplicaAck(1, time.Second)) })
+}
+
+func clusterConformance(t *testing.T, opts ...Option) {
 	cl := redisCluster(t)
 	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		b, _ := clusterBackend(t)
+		b, _ := clusterBackend(t, opts...)
 		return backendtest.Target{
 			Backend: b,
 			Stall: func() func() {

@@ -127,7 +127,7 @@ func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 		return nil, err
 	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		return newClusterNode(cc, name), nil
+		return newClusterNode(cc, name, ack), nil
 	}
 	return &node{c: c, name: name, q: coalescer{c: c}, ack: ack}, nil
 }
@@ -192,7 +192,7 @@ func (g *node) Acquire(ctx context.Context, key, token string, ttl time.Duration
 	// Always PX, even for whole seconds, so the TTL on the node is exactly
 	// the one the validity was computed from.
 	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
-	wait, err := g.send(ctx, true, cmd)
+	wait, err := g.send(ctx, true, key, cmd)
 	if err != nil {
 		return false, err // cmd may still be in flight: read nothing from it
 	}

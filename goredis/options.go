@@ -120,8 +120,10 @@ func (o *options) replicaAck(c redis.UniversalClient, name string) (*replicaAck,
 	if !o.ackSet {
 		return nil, nil
 	}
-	if _, ok := c.(*redis.Client); !ok {
-		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplicaAck needs a *redis.Client (a master, or a failover client), not %T",
+	switch c.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplicaAck needs a *redis.Client (a master, or a failover client) or a *redis.ClusterClient, not %T",
 			redlock.ErrInvalid, name, c)
 	}
 	if o.ackN < 1 || o.ackTimeout < time.Millisecond {
@@ -132,22 +134,49 @@ func (o *options) replicaAck(c redis.UniversalClient, name string) (*replicaAck,
 }
 
 // send runs cmd on the node, never resent. When acked is set and the node
-// has WithReplicaAck, cmd and a WAIT go out as one pipeline, so on one
-// connection, and the WAIT is returned for acked; otherwise cmd goes
-// through the coalescer and the WAIT is nil. The error is cmd's.
-func (g *node) send(ctx context.Context, acked bool, cmd redis.Cmder) (*redis.IntCmd, error) {
+// has WithReplicaAck, cmd and a WAIT go out as one pipeline on one
+// connection to the server that owns key (see ackPipeline), and the WAIT
+// is returned for acked; otherwise cmd goes through the coalescer and the
+// WAIT is nil. The error is cmd's.
+func (g *node) send(ctx context.Context, acked bool, key string, cmd redis.Cmder) (*redis.IntCmd, error) {
 	if !acked || g.ack == nil {
 		return nil, g.q.process(ctx, sendOnce{cmd})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	pipe, err := g.ackPipeline(ctx, key)
+	if err != nil {
+		return nil, err // nothing sent
+	}
 	wait := redis.NewIntCmd(ctx, "wait", g.ack.n, g.ack.timeout.Milliseconds())
-	pipe := g.c.Pipeline()
 	_ = pipe.Process(ctx, sendOnce{cmd}) // a pipeline holding it is not resent
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // each command carries its own result
 	return wait, cmd.Err()
+}
+
+// ackPipeline returns a pipeline for a write and its WAIT: WAIT counts
+// the replicas that have its connection's writes, so both must go out on
+// one connection to the server that runs the write. That is the node's
+// own client, unless it is a cluster client, whose pipelines spread
+// commands over the masters by key and would send WAIT, which has none,
+// to any of them: then it is the client of the master that owns key's
+// slot in the cluster client's slot map, whose pipelines hold one
+// connection. That master answers MOVED (or ASK) if the map is out of
+// date: the write did not run there, the call fails, and the cluster node
+// has the map reloaded (clusterNode.failed); nothing is resent to the
+// new owner, and the lockers count the vote as failed.
+func (g *node) ackPipeline(ctx context.Context, key string) (redis.Pipeliner, error) {
+	cc, ok := g.c.(*redis.ClusterClient)
+	if !ok {
+		return g.c.Pipeline(), nil
+	}
+	master, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("goredis: node %s: the master of key %q: %w", g.name, key, err)
+	}
+	return master.Pipeline(), nil
 }
 
 // acked checks the WAIT that followed a successful write: nil without
