@@ -31,8 +31,8 @@ type clusterNode struct {
 	hubs map[uint16]*hub // by slot; created on first use, at most 16384
 }
 
-func newClusterNode(c *redis.ClusterClient, name string) *clusterNode {
-	return &clusterNode{node: node{c: c, name: name, q: coalescer{c: c}}, hubs: map[uint16]*hub{}}
+func newClusterNode(c *redis.ClusterClient, name string, ack *replicaAck) *clusterNode {
+	return &clusterNode{node: node{c: c, name: name, q: coalescer{c: c}, ack: ack}, hubs: map[uint16]*hub{}}
 }
 
 func (g *clusterNode) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {

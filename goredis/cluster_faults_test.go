@@ -118,6 +118,16 @@ func waitPromoted(t *testing.T, c *redisserver.Cluster, replica, dead string) {
 	}
 }
 
+// cutSlotReplication freezes replica (SIGSTOP) and drops the replication
+// links of its master, so no write of master's reaches it from now on:
+// the frozen replica cannot reconnect, and what master writes next is in
+// no socket buffer of the replica's, to be read when it resumes.
+func cutSlotReplication(t *testing.T, c *redisserver.Cluster, master, replica string) {
+	t.Helper()
+	require.NoError(t, c.ServerAt(replica).Pause())
+	require.NoError(t, redistest.Client(t, master).Do(t.Context(), "CLIENT", "KILL", "TYPE", "replica").Err())
+}
+
 // untilAnswered calls lock until it fails with something other than
 // ErrUnavailable (the cluster still down, or the client's view of it out
 // of date), or succeeds, and returns that outcome.
@@ -249,8 +259,7 @@ func TestClusterFailoverLosesUnreplicatedKey(t *testing.T) {
 	master, replica := owner(t, f.ccA, slot(f.single), true)
 	require.NotEmpty(t, replica)
 
-	require.NoError(t, f.c.ServerAt(replica).Pause())
-	require.NoError(t, redistest.Client(t, master).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+	cutSlotReplication(t, f.c, master, replica)
 	la, err := f.aSingle.Lock(ctx, f.single)
 	require.NoError(t, err)
 	lr, err := f.aRedlock.Lock(ctx, f.redlockKey)

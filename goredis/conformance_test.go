@@ -2,6 +2,7 @@ package goredis
 
 import (
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/backendtest"
@@ -59,13 +60,23 @@ func TestConformanceRedisServer(t *testing.T) {
 // its checks land on every master. Stall pauses every server of the
 // cluster (SIGSTOP): the node, the whole cluster, stops answering, for
 // far less than the cluster's node timeout (15 s), so no replica takes
-// over.
+// over. ReplicaAck runs it again with every granting write acknowledged
+// by the slot's replica: a grant then returns a replica's round trip
+// after the key's TTL started, so its expiry checks get a longer TTL.
 func TestConformanceRedisCluster(t *testing.T) {
+	t.Run("Plain", func(t *testing.T) { clusterConformance(t, 0) })
+	t.Run("ReplicaAck", func(t *testing.T) {
+		clusterConformance(t, 300*time.Millisecond, WithReplicaAck(1, time.Second))
+	})
+}
+
+func clusterConformance(t *testing.T, ttl time.Duration, opts ...Option) {
 	cl := redisCluster(t)
 	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		b, _ := clusterBackend(t)
+		b, _ := clusterBackend(t, opts...)
 		return backendtest.Target{
 			Backend: b,
+			TTL:     ttl,
 			Stall: func() func() {
 				for _, s := range cl.Servers {
 					if err := s.Pause(); err != nil {

@@ -42,6 +42,14 @@
 // SSUBSCRIBE is active there, as on a standalone node. On a cluster older
 // than 7.0 locks work but Notify fails: waiters wake at their backoff.
 //
+// Redis Cluster replicates asynchronously: a master that dies before its
+// replica has a lock's key takes the lock with it, and the promoted
+// replica grants it again (TestClusterFailoverLosesUnreplicatedKey).
+// WithReplicaAck works on a cluster node as on a single master: each
+// granting write and its WAIT go to the master of the key's slot on one
+// connection, and a failover to a replica that acknowledged keeps the
+// lock.
+//
 // The node's Name is "cluster[addr ...]", the client's seed addresses
 // sorted: give every client of one cluster the same seed addresses (in
 // any order) so that a Redlock refuses two of them as one node counted
@@ -127,7 +135,7 @@ func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 		return nil, err
 	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		return newClusterNode(cc, name), nil
+		return newClusterNode(cc, name, ack), nil
 	}
 	return &node{c: c, name: name, q: coalescer{c: c}, ack: ack}, nil
 }
@@ -192,7 +200,7 @@ func (g *node) Acquire(ctx context.Context, key, token string, ttl time.Duration
 	// Always PX, even for whole seconds, so the TTL on the node is exactly
 	// the one the validity was computed from.
 	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
-	wait, err := g.send(ctx, true, cmd)
+	wait, err := g.send(ctx, true, key, cmd)
 	if err != nil {
 		return false, err // cmd may still be in flight: read nothing from it
 	}

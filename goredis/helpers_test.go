@@ -66,12 +66,12 @@ func redisCluster(t testing.TB) *redisserver.Cluster {
 	return shared.c
 }
 
-// clusterBackend returns a cluster node over a fresh client of the shared
-// cluster, seeded with its first server.
-func clusterBackend(t testing.TB) (*clusterNode, *redis.ClusterClient) {
+// clusterBackend returns a cluster node (with opts) over a fresh client of
+// the shared cluster, seeded with its first server.
+func clusterBackend(t testing.TB, opts ...Option) (*clusterNode, *redis.ClusterClient) {
 	t.Helper()
 	cc := redistest.ClusterClient(t, redisCluster(t).Addrs()[0])
-	b, err := New(cc)
+	b, err := New(cc, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

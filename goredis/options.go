@@ -46,24 +46,62 @@ func WithFailover(opts *redis.FailoverOptions) Option {
 
 // WithReplicaAck makes every write that grants or keeps a lock (Acquire,
 // AcquireFenced, Extend, RaiseFence) wait until numReplicas replicas of
-// the node acknowledge it, for at most timeout: the write and
-// "WAIT numReplicas timeout" go out together as one pipeline, so WAIT runs
-// on the connection that carried the write and counts the replicas that
-// have it. A write that succeeded but that fewer replicas acknowledged in
-// time returns an error matching ErrReplicaAck: the lockers count the
-// node's vote as failed, and roll back an acquisition there, as after any
-// error (the key may be set on the master).
+// the server that ran it acknowledge it, for at most timeout: the write
+// and "WAIT numReplicas timeout" go out together as one pipeline, never
+// resent, so WAIT runs on the connection that carried the write and
+// counts the replicas that have it. A write that succeeded but that fewer
+// replicas acknowledged in time returns an error matching ErrReplicaAck:
+// the lockers count the node's vote as failed, and roll back an
+// acquisition there, as after any error (the key may be set on the
+// master).
 //
-// Redis replication is asynchronous: without this option a lock granted
-// by a master that fails before its replica received the key is gone
-// after the replica's promotion, and another client can take it while the
-// first still holds it. With it, a lock granted by the node is on
-// numReplicas replicas, and a failover to one of them keeps it (its TTL
-// counting on). It is no guarantee against every loss: a replica that
-// acknowledged can fail or be left out of the promotion, a replica
-// acknowledges receipt and not a write to disk, and the sentinels may
-// promote a replica that did not acknowledge when several exist (ask for
-// as many acknowledgements as there are replicas that can be promoted).
+// The node may be one master, a failover client (WithFailover) or a
+// Redis Cluster: there the write and its WAIT go to the master that owns
+// the key's slot, as the client's slot map has it, and numReplicas counts
+// that master's replicas. A master that no longer owns the slot answers
+// MOVED (or ASK, during a slot migration): the write did not run, the
+// call fails, the slot map is reloaded and the next call goes to the new
+// owner; the write is not resent. So while a slot migrates, acknowledged
+// writes of its keys that have already moved fail (go-redis would follow
+// the ASK for them without this option).
+//
+// What a failover does. Redis replication is asynchronous: a master
+// answers a write before its replicas have it. Without this option a lock
+// granted by a master that fails before its replica received the key is
+// gone after the replica's promotion, and another client can take it
+// while the first still holds it (TestSentinelFailoverWithoutReplicaAck,
+// TestClusterFailoverLosesUnreplicatedKey). With it, the node grants a
+// lock only once numReplicas replicas have the key, and a failover to one
+// of them keeps it, its TTL counting on, so the next client is refused
+// while the lock is valid (TestSentinelFailoverWithReplicaAck,
+// TestClusterFailoverWithReplicaAckKeepsTheLock); a grant that the
+// replicas did not acknowledge was never a grant, so losing it in a
+// failover hands nobody's lock to another client
+// (TestClusterFailoverWithReplicaAckUnreplicated).
+//
+// WAIT does not make Redis strongly consistent, and these remain
+// possible:
+//
+//   - The master applies the write before the replicas acknowledge it and
+//     does not undo it when they do not: the lockers roll it back, but a
+//     failover between the write and the rollback can leave the key on
+//     the new master, held by nobody, blocking the lock until its TTL.
+//   - A replica that did not acknowledge can be promoted when the master
+//     has more replicas than numReplicas: Sentinel and Redis Cluster
+//     prefer the replica that replicated most, but do not promise it, and
+//     an operator's CLUSTER FAILOVER TAKEOVER skips the election. Then
+//     the lock is lost as without this option: ask for as many
+//     acknowledgements as there are replicas that can be promoted.
+//   - A replica that acknowledged can fail too, or restart without the
+//     key: an acknowledgement means the replica received and applied the
+//     write in memory, not that it wrote it to disk.
+//   - The promoted replica expires the key by its own clock (Redis 7
+//     replicates expiries as absolute times): its clock must agree with
+//     the old master's within the lockers' drift allowance.
+//   - After a failover the new master has fewer replicas, often none,
+//     until one joins it: until then every acknowledged write of its keys
+//     fails, so the node refuses new locks and extensions of held ones
+//     (a Redlock's other nodes may still carry them).
 //
 // timeout must be at least a millisecond (WAIT 0 would wait forever) and
 // should fit well inside the lockers' per-node timeout
@@ -75,9 +113,9 @@ func WithFailover(opts *redis.FailoverOptions) Option {
 // Releases are not acknowledged: a release lost in a failover leaves the
 // key until its TTL, which delays the next holder and endangers nobody.
 //
-// Only a *redis.Client (one master, or a failover client) takes it: New
-// refuses it for a cluster or ring client, and numReplicas < 1 or a
-// timeout under a millisecond, with redlock.ErrInvalid.
+// New refuses it for a ring client (whose keys are spread over masters
+// with no shared replicas), and numReplicas < 1 or a timeout under a
+// millisecond, with redlock.ErrInvalid.
 func WithReplicaAck(numReplicas int, timeout time.Duration) Option {
 	return func(o *options) { o.ackSet, o.ackN, o.ackTimeout = true, numReplicas, timeout }
 }
@@ -120,8 +158,10 @@ func (o *options) replicaAck(c redis.UniversalClient, name string) (*replicaAck,
 	if !o.ackSet {
 		return nil, nil
 	}
-	if _, ok := c.(*redis.Client); !ok {
-		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplicaAck needs a *redis.Client (a master, or a failover client), not %T",
+	switch c.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplicaAck needs a *redis.Client (a master, or a failover client) or a *redis.ClusterClient, not %T",
 			redlock.ErrInvalid, name, c)
 	}
 	if o.ackN < 1 || o.ackTimeout < time.Millisecond {
@@ -132,22 +172,49 @@ func (o *options) replicaAck(c redis.UniversalClient, name string) (*replicaAck,
 }
 
 // send runs cmd on the node, never resent. When acked is set and the node
-// has WithReplicaAck, cmd and a WAIT go out as one pipeline, so on one
-// connection, and the WAIT is returned for acked; otherwise cmd goes
-// through the coalescer and the WAIT is nil. The error is cmd's.
-func (g *node) send(ctx context.Context, acked bool, cmd redis.Cmder) (*redis.IntCmd, error) {
+// has WithReplicaAck, cmd and a WAIT go out as one pipeline on one
+// connection to the server that owns key (see ackPipeline), and the WAIT
+// is returned for acked; otherwise cmd goes through the coalescer and the
+// WAIT is nil. The error is cmd's.
+func (g *node) send(ctx context.Context, acked bool, key string, cmd redis.Cmder) (*redis.IntCmd, error) {
 	if !acked || g.ack == nil {
 		return nil, g.q.process(ctx, sendOnce{cmd})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	pipe, err := g.ackPipeline(ctx, key)
+	if err != nil {
+		return nil, err // nothing sent
+	}
 	wait := redis.NewIntCmd(ctx, "wait", g.ack.n, g.ack.timeout.Milliseconds())
-	pipe := g.c.Pipeline()
 	_ = pipe.Process(ctx, sendOnce{cmd}) // a pipeline holding it is not resent
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // each command carries its own result
 	return wait, cmd.Err()
+}
+
+// ackPipeline returns a pipeline for a write and its WAIT: WAIT counts
+// the replicas that have its connection's writes, so both must go out on
+// one connection to the server that runs the write. That is the node's
+// own client, unless it is a cluster client, whose pipelines spread
+// commands over the masters by key and would send WAIT, which has none,
+// to any of them: then it is the client of the master that owns key's
+// slot in the cluster client's slot map, whose pipelines hold one
+// connection. That master answers MOVED (or ASK) if the map is out of
+// date: the write did not run there, the call fails, and the cluster node
+// has the map reloaded (clusterNode.failed); nothing is resent to the
+// new owner, and the lockers count the vote as failed.
+func (g *node) ackPipeline(ctx context.Context, key string) (redis.Pipeliner, error) {
+	cc, ok := g.c.(*redis.ClusterClient)
+	if !ok {
+		return g.c.Pipeline(), nil
+	}
+	master, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("goredis: node %s: the master of key %q: %w", g.name, key, err)
+	}
+	return master.Pipeline(), nil
 }
 
 // acked checks the WAIT that followed a successful write: nil without

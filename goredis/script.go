@@ -44,13 +44,17 @@ func (g *node) exec(ctx context.Context, acked bool, s script, numKeys int, keys
 	args := make([]any, 0, 3+len(keysAndArgs))
 	args = append(args, "evalsha", s.sha, numKeys)
 	args = append(args, keysAndArgs...)
+	var key string // the first key: the one an acked write is routed by
+	if numKeys > 0 {
+		key, _ = keysAndArgs[0].(string)
+	}
 	cmd := redis.NewCmd(ctx, args...)
-	wait, err := g.send(ctx, acked, cmd)
+	wait, err := g.send(ctx, acked, key, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// NOSCRIPT means the node ran nothing: sending EVAL is no resend.
 		args[0], args[1] = "eval", s.src
 		cmd = redis.NewCmd(ctx, args...)
-		wait, err = g.send(ctx, acked, cmd)
+		wait, err = g.send(ctx, acked, key, cmd)
 	}
 	if err != nil { // cmd may still be in flight: read nothing from it
 		return 0, nil, err

@@ -66,8 +66,12 @@ func TestReplicaAckOptionChecks(t *testing.T) {
 		_, err := New(c, o)
 		assert.ErrorIs(t, err, redlock.ErrInvalid)
 	}
-	_, err := New(redistest.ClusterClient(t, "127.0.0.1:1"), WithReplicaAck(1, time.Second))
-	assert.ErrorIs(t, err, redlock.ErrInvalid, "a cluster client")
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { ring.Close() })
+	_, err := New(ring, WithReplicaAck(1, time.Second))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a ring client: which master's replicas?")
+	_, err = New(redistest.ClusterClient(t, "127.0.0.1:1"), WithReplicaAck(1, time.Second))
+	assert.NoError(t, err, "a cluster client: WAIT goes to the master of each key's slot")
 	_, err = New(c, WithReplicaAck(1, time.Second))
 	assert.NoError(t, err)
 }

@@ -39,7 +39,8 @@ func clusterArgs(busPort int) []string {
 // cluster mode on free 127.0.0.1 ports (as Launch does, persistence
 // disabled), joins them with redis-cli --cluster create, which spreads
 // the 16384 slots evenly over the masters, and waits until every node
-// reports cluster_state:ok and knows every other node. Which server became
+// reports cluster_state:ok and knows every other node, and every replica's
+// link to its master is up (its first sync done). Which server became
 // a master is redis-cli's choice: ask the cluster (CLUSTER NODES, or a
 // cluster client's MasterForKey) and find the Server with ServerAt.
 //
@@ -76,6 +77,9 @@ func LaunchRedisCluster(ctx context.Context, masters, replicas int, opts Options
 		return nil, errors.Join(err, c.Stop())
 	}
 	if err := c.waitReady(ctx); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	if err := c.waitReplicasInSync(ctx, masters*replicas); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
 	return c, nil
@@ -129,7 +133,40 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// clusterField returns the value of field in CLUSTER INFO's reply.
+// waitReplicasInSync polls INFO replication on every node until want of
+// them are replicas whose link to their master is up: a replica's first
+// sync ends seconds after the cluster reports ok (the master waits
+// repl-diskless-sync-delay, 5 s by default, before it sends the data),
+// and until then a write is on no replica (WAIT counts none).
+func (c *Cluster) waitReplicasInSync(ctx context.Context, want int) error {
+	for {
+		var synced int
+		var last string
+		for _, s := range c.Servers {
+			info, err := command(s.Addr(), time.Second, "INFO", "replication")
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			if clusterField(info, "role") == "slave" && clusterField(info, "master_link_status") == "up" {
+				synced++
+			} else {
+				last = info
+			}
+		}
+		if synced >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisserver: %d of %d replicas in sync: %w\n--- last INFO replication not in sync ---\n%s", synced, want, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// clusterField returns the value of field in CLUSTER INFO's reply
+// (or INFO's: the same "field:value" lines).
 func clusterField(info, field string) string {
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
