@@ -112,8 +112,8 @@ func TestReplicaAckNodes(t *testing.T) {
 
 // TestReplicaAckOnClusterIsGoRedisAnswer: a redis+cluster:// URL with
 // replica_ack opens as goredis.New answers for a cluster client with
-// WithReplicaAck (at this commit it refuses it with ErrInvalid; when
-// goredis supports it, Open succeeds): envconfig passes the request on
+// WithReplicaAck (goredis accepts it for clusters, so Open succeeds; a
+// refusal there would be Open's error): envconfig passes the request on
 // and adds no rule of its own.
 func TestReplicaAckOnClusterIsGoRedisAnswer(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
