@@ -179,13 +179,17 @@ func (c *Compose) Pause(t testing.TB, service string) {
 	c.setPaused(service, true)
 }
 
-// Unpause thaws service's container.
+// Unpause thaws service's container if Pause froze it; otherwise it does
+// nothing, as SIGCONT to a running process does.
 func (c *Compose) Unpause(t testing.TB, service string) {
 	t.Helper()
-	if err := c.pool.Client.UnpauseContainer(c.container(t, service)); err != nil {
+	id := c.container(t, service)
+	if !c.setPaused(service, false) {
+		return
+	}
+	if err := c.pool.Client.UnpauseContainer(id); err != nil {
 		t.Fatalf("dockercluster: unpause %s: %v", service, err)
 	}
-	c.setPaused(service, false)
 }
 
 // setPaused records service's state and returns the previous one.
