@@ -1,5 +1,8 @@
 // Package dockercluster runs independent Redis containers for fault-injection
 // tests (kill, pause, network cut, partition, latency) using dockertest.
+// It also brings up the replicated topologies of docker-compose.topologies.yml
+// (compose.go, topologies.go: StartRedisCluster, StartSentinel) as compose
+// projects on the host's network; what follows is about Start's containers.
 //
 // Every node is a container from the local image (REDLOCK_REDIS_IMAGE, default
 // "redlock-redis:7", built by scripts/redis-image.sh) attached to its own
