@@ -2,7 +2,10 @@ package dockercluster_test
 
 import (
 	"context"
+	"github.com/quorumlock/redlock/internal/freeport"
 	"github.com/redis/go-redis/v9"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +68,39 @@ func TestSentinelUp(t *testing.T) {
 	}
 	if promoted != s.Replica {
 		t.Fatalf("promoted %s, want the replica %s", promoted, s.Replica)
+	}
+}
+
+// TestComposeRemovedWhenTestEndsEarly: a test that ends early (t.Skip here,
+// which leaves through runtime.Goexit as t.Fatal does) leaves no container
+// of its compose project behind.
+func TestComposeRemovedWhenTestEndsEarly(t *testing.T) {
+	var project string
+	t.Run("EndsEarly", func(t *testing.T) {
+		env := map[string]string{}
+		for _, name := range []string{"REDLOCK_SENTINEL_MASTER_PORT", "REDLOCK_SENTINEL_REPLICA_PORT",
+			"REDLOCK_SENTINEL_PORT_1", "REDLOCK_SENTINEL_PORT_2", "REDLOCK_SENTINEL_PORT_3"} {
+			p, err := freeport.Get()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env[name] = strconv.Itoa(p)
+		}
+		c := dockercluster.Up(t, dockercluster.TopologiesFile, "sentinel", env)
+		if len(c.Services()) != 5 {
+			t.Errorf("services %v, want 5", c.Services())
+		}
+		project = c.Project()
+		t.Skip("ending the test early")
+	})
+	if project == "" {
+		t.Skip("no compose project was brought up (see the subtest)")
+	}
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=com.docker.compose.project="+project).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker ps: %v\n%s", err, out)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("containers of %s left behind: %s", project, s)
 	}
 }
