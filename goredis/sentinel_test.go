@@ -205,8 +205,8 @@ func cutReplication(t *testing.T, ctx context.Context, topo sentinelFaults) {
 	require.EqualValues(t, 1, n, "the replica's link")
 }
 
-// failover kills the master (SIGKILL), resumes the replica and waits
-// until the sentinels promote it.
+// failover kills the master (SIGKILL, or docker kill), resumes the
+// replica and waits until the sentinels promote it.
 func failover(t *testing.T, ctx context.Context, topo sentinelFaults) {
 	topo.killMaster(t)
 	topo.resumeReplica(t)
