@@ -105,7 +105,7 @@ func TestClusterReplicaAckFrozenReplica(t *testing.T) {
 	a := ackSingle(t, cc, clusterAck)
 	master, replica := owner(t, cc, slot(key), true)
 
-	cutSlotReplication(t, c, master, replica)
+	cutSlotReplication(t, processFaults{c}, master, replica)
 	_, err := a.Lock(ctx, key)
 	require.ErrorIs(t, err, redlock.ErrUnavailable)
 	assertAckFailed(t, err)
@@ -189,7 +189,7 @@ func TestClusterFailoverWithReplicaAckUnreplicated(t *testing.T) {
 	a := ackSingle(t, cc, clusterAck)
 	master, replica := owner(t, cc, slot(key), true)
 
-	cutSlotReplication(t, c, master, replica)
+	cutSlotReplication(t, processFaults{c}, master, replica)
 	la, err := a.Lock(ctx, key)
 	require.ErrorIs(t, err, redlock.ErrUnavailable, "A is refused: the replica did not acknowledge")
 	require.Nil(t, la)
@@ -198,7 +198,7 @@ func TestClusterFailoverWithReplicaAckUnreplicated(t *testing.T) {
 	require.NoError(t, c.ServerAt(master).Kill())
 	require.NoError(t, c.ServerAt(replica).Resume())
 
-	waitPromoted(t, c, replica, master)
+	waitPromoted(t, processFaults{c}, replica, master)
 	require.Zero(t, readOnly(t, replica).Exists(ctx, key).Val(), "promoted without the key")
 
 	bAck := ackSingle(t, redistest.ClusterClient(t, c.Addrs()...), clusterAck)
@@ -232,7 +232,7 @@ func TestClusterFailoverWithReplicaAckKeepsTheLock(t *testing.T) {
 	rep := readOnly(t, replica)
 	require.Equal(t, la.Token(), rep.Get(ctx, key).Val(), "on the replica when Lock returns")
 	require.NoError(t, c.ServerAt(master).Kill())
-	waitPromoted(t, c, replica, master)
+	waitPromoted(t, processFaults{c}, replica, master)
 
 	bAck, b := ackSingle(t, redistest.ClusterClient(t, c.Addrs()...), clusterAck), ackSingle(t, redistest.ClusterClient(t, c.Addrs()...))
 	_, err = untilAnswered(t, "B's acknowledged Single", func() (*redlock.Lock, error) { return bAck.Lock(ctx, key) })

@@ -24,20 +24,56 @@ import (
 const faultTTL = 30 * time.Second
 
 // faultCluster starts a cluster of 3 masters with replicas replicas each,
-// with a node timeout of 1 s (a failover within a few seconds) and, when
-// anyReplica is set, a replica validity factor of 0: a replica that lost
-// contact with its master may still be promoted.
+// tuned for failovers (tuneForFailover).
 func faultCluster(t *testing.T, replicas int, anyReplica bool) *redisserver.Cluster {
 	t.Helper()
 	c := redistest.StartCluster(t, 3, replicas)
-	for _, addr := range c.Addrs() {
+	tuneForFailover(t, c.Addrs(), anyReplica)
+	return c
+}
+
+// tuneForFailover gives the cluster's nodes a node timeout of 1 s (a
+// failover within a few seconds) and, when anyReplica is set, a replica
+// validity factor of 0: a replica that lost contact with its master may
+// still be promoted.
+func tuneForFailover(t *testing.T, addrs []string, anyReplica bool) {
+	t.Helper()
+	for _, addr := range addrs {
 		r := redistest.Client(t, addr)
 		require.NoError(t, r.ConfigSet(t.Context(), "cluster-node-timeout", "1000").Err())
 		if anyReplica {
 			require.NoError(t, r.ConfigSet(t.Context(), "cluster-replica-validity-factor", "0").Err())
 		}
 	}
-	return c
+}
+
+// clusterFaults is what the failover scenarios do to a cluster's nodes,
+// by address: redis-server processes (processFaults) or compose
+// containers (topology_docker_test.go).
+type clusterFaults interface {
+	Addrs() []string
+	kill(t *testing.T, addr string)
+	pause(t *testing.T, addr string)
+	resume(t *testing.T, addr string)
+	running() []string // the nodes not killed
+}
+
+// processFaults drives a cluster of redis-server processes.
+type processFaults struct{ *redisserver.Cluster }
+
+func (p processFaults) kill(t *testing.T, addr string)  { require.NoError(t, p.ServerAt(addr).Kill()) }
+func (p processFaults) pause(t *testing.T, addr string) { require.NoError(t, p.ServerAt(addr).Pause()) }
+func (p processFaults) resume(t *testing.T, addr string) {
+	require.NoError(t, p.ServerAt(addr).Resume())
+}
+func (p processFaults) running() []string {
+	var addrs []string
+	for _, s := range p.Servers {
+		if s.Running() {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	return addrs
 }
 
 // owner returns the master serving slot s, and, when withReplica is
@@ -86,7 +122,7 @@ func eventually(t *testing.T, limit time.Duration, what string, f func() bool) {
 // waitPromoted waits until replica reports itself a master and every
 // server still running reports cluster_state:ok and no longer names dead
 // as a master of any slot.
-func waitPromoted(t *testing.T, c *redisserver.Cluster, replica, dead string) {
+func waitPromoted(t *testing.T, c clusterFaults, replica, dead string) {
 	t.Helper()
 	ctx := t.Context()
 	r := readOnly(t, replica)
@@ -94,12 +130,9 @@ func waitPromoted(t *testing.T, c *redisserver.Cluster, replica, dead string) {
 		role, err := r.Do(ctx, "ROLE").Slice()
 		return err == nil && len(role) > 0 && role[0] == "master"
 	})
-	for _, s := range c.Servers {
-		if !s.Running() {
-			continue
-		}
-		n := readOnly(t, s.Addr())
-		eventually(t, 30*time.Second, s.Addr()+" sees the new topology", func() bool {
+	for _, addr := range c.running() {
+		n := readOnly(t, addr)
+		eventually(t, 30*time.Second, addr+" sees the new topology", func() bool {
 			info, err := n.ClusterInfo(ctx).Result()
 			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				return false
@@ -122,9 +155,9 @@ func waitPromoted(t *testing.T, c *redisserver.Cluster, replica, dead string) {
 // links of its master, so no write of master's reaches it from now on:
 // the frozen replica cannot reconnect, and what master writes next is in
 // no socket buffer of the replica's, to be read when it resumes.
-func cutSlotReplication(t *testing.T, c *redisserver.Cluster, master, replica string) {
+func cutSlotReplication(t *testing.T, c clusterFaults, master, replica string) {
 	t.Helper()
-	require.NoError(t, c.ServerAt(replica).Pause())
+	c.pause(t, replica)
 	require.NoError(t, redistest.Client(t, master).Do(t.Context(), "CLIENT", "KILL", "TYPE", "replica").Err())
 }
 
@@ -149,15 +182,14 @@ func untilAnswered(t *testing.T, what string, lock func() (*redlock.Lock, error)
 // through a Redlock of the cluster node and two standalone masters, and
 // B's lockers of the same kinds over a client of its own.
 type failoverSetup struct {
-	c                  *redisserver.Cluster
+	c                  clusterFaults
 	single, redlockKey string // the keys (with a hash tag: used as is)
 	aSingle, aRedlock  redlock.Locker
 	bSingle, bRedlock  redlock.Locker
 	ccA                *redis.ClusterClient
 }
 
-func newFailoverSetup(t *testing.T, anyReplica bool) *failoverSetup {
-	c := faultCluster(t, 1, anyReplica)
+func newFailoverSetup(t *testing.T, c clusterFaults) *failoverSetup {
 	standalone := redistest.Start(t, 2).Addrs()
 	tag := fresh("fo")
 	f := &failoverSetup{c: c, single: "single:{" + tag + "}", redlockKey: "redlock:{" + tag + "}"}
@@ -190,7 +222,10 @@ func newFailoverSetup(t *testing.T, anyReplica bool) *failoverSetup {
 // holds the holder's token: the next client is refused, the holder
 // extends and unlocks, and then the next client gets the lock.
 func TestClusterFailoverReplicaHadTheKey(t *testing.T) {
-	f := newFailoverSetup(t, false)
+	clusterFailoverReplicaHadTheKey(t, newFailoverSetup(t, processFaults{faultCluster(t, 1, false)}))
+}
+
+func clusterFailoverReplicaHadTheKey(t *testing.T, f *failoverSetup) {
 	ctx := t.Context()
 	la, err := f.aSingle.Lock(ctx, f.single)
 	require.NoError(t, err)
@@ -203,7 +238,7 @@ func TestClusterFailoverReplicaHadTheKey(t *testing.T) {
 	eventually(t, 10*time.Second, "the replica has both keys", func() bool {
 		return rep.Get(ctx, f.single).Val() == la.Token() && rep.Get(ctx, f.redlockKey).Val() == lr.Token()
 	})
-	require.NoError(t, f.c.ServerAt(master).Kill())
+	f.c.kill(t, master)
 
 	// The failover window: the slot is served by nobody.
 	err = la.Extend(ctx, faultTTL)
@@ -254,7 +289,10 @@ func TestClusterFailoverReplicaHadTheKey(t *testing.T) {
 // of the cluster and two standalone masters does not overlap: those two
 // still hold A's key, so B is refused and A extends and unlocks.
 func TestClusterFailoverLosesUnreplicatedKey(t *testing.T) {
-	f := newFailoverSetup(t, true)
+	clusterFailoverLosesUnreplicatedKey(t, newFailoverSetup(t, processFaults{faultCluster(t, 1, true)}))
+}
+
+func clusterFailoverLosesUnreplicatedKey(t *testing.T, f *failoverSetup) {
 	ctx := t.Context()
 	master, replica := owner(t, f.ccA, slot(f.single), true)
 	require.NotEmpty(t, replica)
@@ -264,8 +302,8 @@ func TestClusterFailoverLosesUnreplicatedKey(t *testing.T) {
 	require.NoError(t, err)
 	lr, err := f.aRedlock.Lock(ctx, f.redlockKey)
 	require.NoError(t, err)
-	require.NoError(t, f.c.ServerAt(master).Kill())
-	require.NoError(t, f.c.ServerAt(replica).Resume())
+	f.c.kill(t, master)
+	f.c.resume(t, replica)
 
 	waitPromoted(t, f.c, replica, master)
 	rep := readOnly(t, replica)

@@ -15,9 +15,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sentinelFaults is a master, its replica and three sentinels as the
+// Sentinel scenarios drive them: redis-server processes (processSentinel)
+// or compose containers (topology_docker_test.go).
+type sentinelFaults interface {
+	SentinelAddrs() []string
+	// masterAddr and replicaAddr are the data nodes as started.
+	masterAddr() string
+	replicaAddr() string
+	killMaster(t *testing.T)
+	pauseReplica(t *testing.T)
+	resumeReplica(t *testing.T)
+	WaitFailover(ctx context.Context, old string) (string, error)
+}
+
+// processSentinel drives the topology of redis-server processes.
+type processSentinel struct{ *redisserver.Sentinel }
+
+func startProcessSentinel(t *testing.T) sentinelFaults {
+	return processSentinel{redistest.StartSentinel(t)}
+}
+func (p processSentinel) masterAddr() string         { return p.Data[0].Addr() }
+func (p processSentinel) replicaAddr() string        { return p.Data[1].Addr() }
+func (p processSentinel) killMaster(t *testing.T)    { require.NoError(t, p.Data[0].Kill()) }
+func (p processSentinel) pauseReplica(t *testing.T)  { require.NoError(t, p.Data[1].Pause()) }
+func (p processSentinel) resumeReplica(t *testing.T) { require.NoError(t, p.Data[1].Resume()) }
+
 // failoverNode is a node over a fresh failover client of the topology's
 // master (another process, as far as the servers can tell).
-func failoverNode(t testing.TB, topo *redisserver.Sentinel, opts ...Option) redlock.Backend {
+func failoverNode(t testing.TB, topo interface{ SentinelAddrs() []string }, opts ...Option) redlock.Backend {
 	t.Helper()
 	c := redistest.FailoverClient(t, topo.SentinelAddrs()...)
 	b, err := New(c, append([]Option{WithFailover(failoverOptions(topo.SentinelAddrs()...))}, opts...)...)
@@ -165,7 +191,7 @@ func assertAckFailed(t *testing.T, err error) {
 
 // scenarioLocker is a Single over a fresh failover client: a long TTL, so
 // that the first holder's lock is still valid whatever the failover costs.
-func scenarioLocker(t *testing.T, topo *redisserver.Sentinel, opts ...Option) *redlock.Single {
+func scenarioLocker(t *testing.T, topo sentinelFaults, opts ...Option) *redlock.Single {
 	l, err := redlock.NewSingle(failoverNode(t, topo, opts...), redlock.WithTTL(time.Minute),
 		redlock.WithStrategy(redlock.Reject()), redlock.WithNodeTimeout(2*time.Second))
 	require.NoError(t, err)
@@ -176,22 +202,21 @@ func scenarioLocker(t *testing.T, topo *redisserver.Sentinel, opts ...Option) *r
 // link on the master, so no write reaches it from now on: the frozen
 // replica cannot reconnect, and what the master writes next is in no
 // socket buffer of the replica's.
-func cutReplication(t *testing.T, ctx context.Context, topo *redisserver.Sentinel) {
-	require.NoError(t, topo.Data[1].Pause())
-	n, err := redistest.Client(t, topo.Data[0].Addr()).ClientKillByFilter(ctx, "TYPE", "replica").Result()
+func cutReplication(t *testing.T, ctx context.Context, topo sentinelFaults) {
+	topo.pauseReplica(t)
+	n, err := redistest.Client(t, topo.masterAddr()).ClientKillByFilter(ctx, "TYPE", "replica").Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the replica's link")
 }
 
-// failover kills the master (SIGKILL), resumes the replica and waits
-// until the sentinels promote it.
-func failover(t *testing.T, ctx context.Context, topo *redisserver.Sentinel) {
-	master, replica := topo.Data[0], topo.Data[1]
-	require.NoError(t, master.Kill())
-	require.NoError(t, replica.Resume())
-	addr, err := topo.WaitFailover(ctx, master.Addr())
+// failover kills the master (SIGKILL, or docker kill), resumes the
+// replica and waits until the sentinels promote it.
+func failover(t *testing.T, ctx context.Context, topo sentinelFaults) {
+	topo.killMaster(t)
+	topo.resumeReplica(t)
+	addr, err := topo.WaitFailover(ctx, topo.masterAddr())
 	require.NoError(t, err)
-	require.Equal(t, replica.Addr(), addr, "the replica is the new master")
+	require.Equal(t, topo.replicaAddr(), addr, "the replica is the new master")
 }
 
 // TestSentinelFailoverWithoutReplicaAck shows the hazard of asynchronous
@@ -199,15 +224,19 @@ func failover(t *testing.T, ctx context.Context, topo *redisserver.Sentinel) {
 // replica; the master dies, the replica is promoted without the key, and
 // B is granted the same key while A's lock is still valid. Both hold it.
 func TestSentinelFailoverWithoutReplicaAck(t *testing.T) {
+	sentinelFailoverWithoutReplicaAck(t, startProcessSentinel)
+}
+
+func sentinelFailoverWithoutReplicaAck(t *testing.T, start func(*testing.T) sentinelFaults) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	topo := redistest.StartSentinel(t)
+	topo := start(t)
 	a := scenarioLocker(t, topo)
 	cutReplication(t, ctx, topo)
 
 	lockA, err := a.Lock(ctx, "sentinel:k")
 	require.NoError(t, err, "granted by the master alone: nothing waits for the replica")
-	assert.Equal(t, lockA.Token(), redistest.Client(t, topo.Data[0].Addr()).Get(ctx, "sentinel:k").Val())
+	assert.Equal(t, lockA.Token(), redistest.Client(t, topo.masterAddr()).Get(ctx, "sentinel:k").Val())
 
 	failover(t, ctx, topo)
 	b := scenarioLocker(t, topo)
@@ -215,7 +244,7 @@ func TestSentinelFailoverWithoutReplicaAck(t *testing.T) {
 	require.NoError(t, err, "the promoted replica never had A's key")
 	assert.True(t, time.Now().Before(lockA.Until()), "A's lock is still valid: both hold sentinel:k (the overlap)")
 	assert.NotEqual(t, lockA.Token(), lockB.Token())
-	assert.Equal(t, lockB.Token(), redistest.Client(t, topo.Data[1].Addr()).Get(ctx, "sentinel:k").Val())
+	assert.Equal(t, lockB.Token(), redistest.Client(t, topo.replicaAddr()).Get(ctx, "sentinel:k").Val())
 }
 
 // TestSentinelFailoverWithReplicaAck: with WithReplicaAck(1, …) a lock
@@ -224,30 +253,34 @@ func TestSentinelFailoverWithoutReplicaAck(t *testing.T) {
 // with the replica healthy, A's lock survives the master's death and the
 // replica's promotion, and B is refused while it is valid.
 func TestSentinelFailoverWithReplicaAck(t *testing.T) {
+	sentinelFailoverWithReplicaAck(t, startProcessSentinel)
+}
+
+func sentinelFailoverWithReplicaAck(t *testing.T, start func(*testing.T) sentinelFaults) {
 	ack := WithReplicaAck(1, 500*time.Millisecond)
 	t.Run("ReplicaCutOff", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		topo := redistest.StartSentinel(t)
+		topo := start(t)
 		a := scenarioLocker(t, topo, ack)
 		cutReplication(t, ctx, topo)
 		_, err := a.Lock(ctx, "sentinel:k")
 		require.ErrorIs(t, err, redlock.ErrUnavailable)
 		assertAckFailed(t, err)
-		assert.Zero(t, redistest.Client(t, topo.Data[0].Addr()).Exists(ctx, "sentinel:k").Val(),
+		assert.Zero(t, redistest.Client(t, topo.masterAddr()).Exists(ctx, "sentinel:k").Val(),
 			"the write was rolled back on the master")
-		require.NoError(t, topo.Data[1].Resume())
+		topo.resumeReplica(t)
 	})
 	t.Run("ReplicaHealthy", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		topo := redistest.StartSentinel(t)
+		topo := start(t)
 		a := scenarioLocker(t, topo, ack)
 		lockA, err := a.Lock(ctx, "sentinel:k")
 		require.NoError(t, err)
 
 		failover(t, ctx, topo)
-		assert.Equal(t, lockA.Token(), redistest.Client(t, topo.Data[1].Addr()).Get(ctx, "sentinel:k").Val(),
+		assert.Equal(t, lockA.Token(), redistest.Client(t, topo.replicaAddr()).Get(ctx, "sentinel:k").Val(),
 			"the promoted replica has A's key")
 		b := scenarioLocker(t, topo, ack)
 		_, err = b.Lock(ctx, "sentinel:k")

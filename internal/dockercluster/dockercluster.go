@@ -1,5 +1,8 @@
 // Package dockercluster runs independent Redis containers for fault-injection
 // tests (kill, pause, network cut, partition, latency) using dockertest.
+// It also brings up the replicated topologies of docker-compose.topologies.yml
+// (compose.go, topologies.go: StartRedisCluster, StartSentinel) as compose
+// projects on the host's network; what follows is about Start's containers.
 //
 // Every node is a container from the local image (REDLOCK_REDIS_IMAGE, default
 // "redlock-redis:7", built by scripts/redis-image.sh) attached to its own
@@ -124,21 +127,8 @@ type Node struct {
 // answers or the image is missing. Containers and networks are removed in t.Cleanup.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	pool, err := dockertest.NewPool("")
-	if err != nil {
-		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: cannot create a Docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err = pool.Client.PingWithContext(ctx)
-	cancel()
-	if err != nil {
-		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: no Docker engine answers: %v", err)
-	}
-	image := Image()
-	if _, err := pool.Client.InspectImage(image); err != nil {
-		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: image %s not available locally (%v); build it with scripts/redis-image.sh (nothing is pulled)", image, err)
-	}
-	repo, tag := splitImage(image)
+	pool := engine(t)
+	repo, tag := splitImage(Image())
 
 	prefix := "redlock-test-" + randomHex(4)
 	c := &Cluster{}
@@ -170,6 +160,27 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 	}
 	return c
+}
+
+// engine returns a client of the Docker engine, once it answered and holds
+// the image; it skips or fails the test (internal/testenv) otherwise.
+func engine(t testing.TB) *dockertest.Pool {
+	t.Helper()
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: cannot create a Docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err = pool.Client.PingWithContext(ctx)
+	cancel()
+	if err != nil {
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: no Docker engine answers: %v", err)
+	}
+	image := Image()
+	if _, err := pool.Client.InspectImage(image); err != nil {
+		testenv.SkipOrFail(t, testenv.Docker, "dockercluster: image %s not available locally (%v); build it with scripts/redis-image.sh (nothing is pulled)", image, err)
+	}
+	return pool
 }
 
 // create runs the container. The host port is picked here (a free 127.0.0.1

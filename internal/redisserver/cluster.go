@@ -106,14 +106,20 @@ func (c *Cluster) create(ctx context.Context, cli string, replicas int) error {
 	return nil
 }
 
-// waitReady polls CLUSTER INFO on every node until each reports
-// cluster_state:ok and knows all the cluster's nodes, or ctx ends.
+// waitReady waits until every server is ready (WaitClusterReady).
 func (c *Cluster) waitReady(ctx context.Context) error {
-	want := strconv.Itoa(len(c.Servers))
-	for _, s := range c.Servers {
+	return WaitClusterReady(ctx, c.Addrs())
+}
+
+// WaitClusterReady polls CLUSTER INFO on every node at addrs until each
+// reports cluster_state:ok and knows all len(addrs) nodes, or ctx ends.
+// The nodes may be processes or containers: only their addresses count.
+func WaitClusterReady(ctx context.Context, addrs []string) error {
+	want := strconv.Itoa(len(addrs))
+	for _, addr := range addrs {
 		var last string
 		for {
-			info, err := command(s.Addr(), time.Second, "CLUSTER", "INFO")
+			info, err := command(addr, time.Second, "CLUSTER", "INFO")
 			if err == nil && clusterField(info, "cluster_state") == "ok" &&
 				clusterField(info, "cluster_known_nodes") == want {
 				break
@@ -125,7 +131,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("redisserver: node %s not ready: %w\n--- last CLUSTER INFO ---\n%s", s.Addr(), ctx.Err(), last)
+				return fmt.Errorf("redisserver: node %s not ready: %w\n--- last CLUSTER INFO ---\n%s", addr, ctx.Err(), last)
 			case <-time.After(50 * time.Millisecond):
 			}
 		}

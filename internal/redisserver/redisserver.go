@@ -11,7 +11,10 @@
 //
 // LaunchRedisCluster starts servers in cluster mode instead and joins them
 // into one Redis Cluster with redis-cli --cluster create (cluster.go); the
-// Cluster it returns is stopped the same way.
+// Cluster it returns is stopped the same way. JoinCluster joins nodes
+// started elsewhere (containers) without redis-cli, and the waits
+// (WaitClusterReady, WaitSentinelReady, WaitSentinelFailover) take
+// addresses, so they serve processes and containers alike.
 //
 // On Linux every server gets PR_SET_PDEATHSIG=SIGKILL, so it dies with the
 // process that started it even when that process is killed before it could

@@ -190,3 +190,16 @@ func TestLaunchRedisClusterRefusesTooFewMasters(t *testing.T) {
 		t.Fatal("LaunchRedisCluster with 2 masters: no error")
 	}
 }
+
+// TestJoinClusterRefusesBadShapes: JoinCluster needs three masters or more,
+// and no more masters than nodes; it says so before contacting any node.
+// (Joining containers is tested in internal/dockercluster, TestRedisClusterUp.)
+func TestJoinClusterRefusesBadShapes(t *testing.T) {
+	nodes := []redisserver.ClusterNode{{Addr: "127.0.0.1:1", BusPort: 2}, {Addr: "127.0.0.1:3", BusPort: 4}, {Addr: "127.0.0.1:5", BusPort: 6}}
+	for _, masters := range []int{2, 4} {
+		err := redisserver.JoinCluster(context.Background(), nodes, masters)
+		if err == nil || !strings.Contains(err.Error(), "masters among") {
+			t.Errorf("%d masters among 3 nodes: got %v, want a refusal", masters, err)
+		}
+	}
+}

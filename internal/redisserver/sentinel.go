@@ -147,9 +147,26 @@ func (t *Sentinel) SentinelAddrs() []string {
 // MasterAddr returns the master's address as the first sentinel that
 // answers reports it.
 func (t *Sentinel) MasterAddr() (string, error) {
+	return SentinelMasterAddr(t.SentinelAddrs())
+}
+
+// WaitFailover waits until every sentinel reports a master other than old
+// (WaitSentinelFailover) and returns the new master's address.
+func (t *Sentinel) WaitFailover(ctx context.Context, old string) (string, error) {
+	return WaitSentinelFailover(ctx, t.SentinelAddrs(), old)
+}
+
+// waitReady waits for the topology as launched (WaitSentinelReady).
+func (t *Sentinel) waitReady(ctx context.Context) error {
+	return WaitSentinelReady(ctx, t.SentinelAddrs(), t.Data[0].Addr(), t.Data[1].Addr())
+}
+
+// SentinelMasterAddr returns the address of MasterName as the first of
+// the sentinels at addrs that answers reports it.
+func SentinelMasterAddr(sentinels []string) (string, error) {
 	var errs []error
-	for _, s := range t.Sentinels {
-		m, err := sentinelMaster(s.Addr())
+	for _, s := range sentinels {
+		m, err := sentinelMaster(s)
 		if err == nil {
 			return m["address"], nil
 		}
@@ -158,15 +175,16 @@ func (t *Sentinel) MasterAddr() (string, error) {
 	return "", errors.Join(errs...)
 }
 
-// WaitFailover waits until every sentinel reports a master other than
-// old and that server answers as a master (INFO replication role:master),
-// for at most SentinelTimeout, and returns the new master's address.
-func (t *Sentinel) WaitFailover(ctx context.Context, old string) (string, error) {
+// WaitSentinelFailover waits until every sentinel at sentinels reports a
+// master other than old and that server answers as a master (INFO
+// replication role:master), for at most SentinelTimeout, and returns the
+// new master's address. The servers may be processes or containers.
+func WaitSentinelFailover(ctx context.Context, sentinels []string, old string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, SentinelTimeout)
 	defer cancel()
 	var last string
 	for {
-		addr, err := t.agreedMaster()
+		addr, err := agreedMaster(sentinels)
 		if err == nil && addr != old {
 			info, ierr := command(addr, time.Second, "INFO", "replication")
 			if ierr == nil && clusterField(info, "role") == "master" {
@@ -189,10 +207,10 @@ func (t *Sentinel) WaitFailover(ctx context.Context, old string) (string, error)
 
 // agreedMaster returns the master address every sentinel reports, or an
 // error when they do not agree yet.
-func (t *Sentinel) agreedMaster() (string, error) {
+func agreedMaster(sentinels []string) (string, error) {
 	var addr string
-	for _, s := range t.Sentinels {
-		m, err := sentinelMaster(s.Addr())
+	for _, s := range sentinels {
+		m, err := sentinelMaster(s)
 		if err != nil {
 			return "", err
 		}
@@ -204,25 +222,26 @@ func (t *Sentinel) agreedMaster() (string, error) {
 	return addr, nil
 }
 
-// waitReady waits until the replica's link to the master is up and every
-// sentinel reports the master ok, with one replica and three sentinels.
-func (t *Sentinel) waitReady(ctx context.Context) error {
-	master, replica := t.Data[0], t.Data[1]
+// WaitSentinelReady waits until the replica's link to the master is up
+// and every sentinel reports the master ok at master, with one replica and
+// len(sentinels) sentinels, or ctx ends.
+func WaitSentinelReady(ctx context.Context, sentinels []string, master, replica string) error {
+	want := strconv.Itoa(len(sentinels))
 	ready := func() error {
-		info, err := command(replica.Addr(), time.Second, "INFO", "replication")
+		info, err := command(replica, time.Second, "INFO", "replication")
 		if err != nil {
-			return fmt.Errorf("replica %s: %w", replica.Addr(), err)
+			return fmt.Errorf("replica %s: %w", replica, err)
 		}
 		if v := clusterField(info, "master_link_status"); v != "up" {
-			return fmt.Errorf("replica %s: master_link_status:%s", replica.Addr(), v)
+			return fmt.Errorf("replica %s: master_link_status:%s", replica, v)
 		}
-		for _, s := range t.Sentinels {
-			m, err := sentinelMaster(s.Addr())
+		for _, s := range sentinels {
+			m, err := sentinelMaster(s)
 			if err != nil {
-				return fmt.Errorf("sentinel %s: %w", s.Addr(), err)
+				return fmt.Errorf("sentinel %s: %w", s, err)
 			}
-			if m["status"] != "ok" || m["address"] != master.Addr() || m["slaves"] != "1" || m["sentinels"] != "3" {
-				return fmt.Errorf("sentinel %s: not ready: %v", s.Addr(), m)
+			if m["status"] != "ok" || m["address"] != master || m["slaves"] != "1" || m["sentinels"] != want {
+				return fmt.Errorf("sentinel %s: not ready: %v", s, m)
 			}
 		}
 		return nil
