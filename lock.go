@@ -234,8 +234,9 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	case !start.Before(until):
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
-	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.Extend(ctx, l.key, l.token, ttl)
+	s := l.scope()
+	r := s.fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
+		return s.what.extend(ctx, s, b, l.token, ttl)
 	})
 	end := l.cfg.clock.Now()
 	drift := driftFor(ttl, l.cfg.driftFactor)
