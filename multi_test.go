@@ -275,3 +275,58 @@ func runSets(t *testing.T, bs []redlock.Backend, sets [][]string, rounds int, op
 	}
 	wg.Wait()
 }
+
+// TestRealServersLockMany: the rules above on redis-server processes, 1,
+// 3 and 5 of them: all or nothing, exclusion both ways, fences per key,
+// hand-off, and callers in opposite orders.
+func TestRealServersLockMany(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			lk := setLocker(t, bs, append(rejectOpts, redlock.WithFencing())...)
+			single, err := lk.Lock(t.Context(), "real:b")
+			require.NoError(t, err)
+			_, err = lk.LockMany(t.Context(), []string{"real:a", "real:b"})
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a set with a singly held key")
+			require.NoError(t, single.Unlock(t.Context()))
+			set, err := lk.LockMany(t.Context(), []string{"real:b", "real:a"})
+			require.NoError(t, err)
+			assert.Greater(t, set.Fences()[1], single.Fence(), "b's fence after its single holder")
+			_, err = lk.Lock(t.Context(), "real:a")
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a single key of a held set")
+			_, err = lk.LockMany(t.Context(), []string{"real:a", "real:c"})
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "an overlapping set")
+			require.NoError(t, set.Extend(t.Context(), 5*time.Second))
+			require.NoError(t, set.Unlock(t.Context()))
+
+			opts := []redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Retry(400, 5*time.Millisecond))}
+			runSets(t, bs, [][]string{{"real:x", "real:y"}, {"real:y", "real:x"}, {"real:x"}, {"real:y", "real:z"}}, 10, opts)
+		})
+	}
+}
+
+// TestRealServersLockManyHandoff: a set waiter on redis-server wakes on
+// the release of the key it was refused on, within a backoff delay of an
+// hour.
+func TestRealServersLockManyHandoff(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			holder := setLocker(t, bs, rejectOpts...)
+			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			held, err := holder.LockMany(t.Context(), []string{"h:b", "h:c"})
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			go func() {
+				l, err := waiter.LockMany(t.Context(), []string{"h:a", "h:b"})
+				if err == nil {
+					err = l.Unlock(t.Context())
+				}
+				got <- err
+			}()
+			testwait.Until(t, "the set waiter in line", func() bool { return redlock.Waiting(waiter, "[h:a h:b]") })
+			require.NoError(t, held.Unlock(t.Context()))
+			require.NoError(t, <-got, "woken by the release of the holder's set")
+		})
+	}
+}
