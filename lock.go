@@ -234,9 +234,8 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	case !start.Before(until):
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
-	s := l.scope()
-	r := s.fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return s.what.extend(ctx, s, b, l.token, ttl)
+	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
+		return l.what.extend(ctx, l.scope(), b, l.token, ttl)
 	})
 	end := l.cfg.clock.Now()
 	drift := driftFor(ttl, l.cfg.driftFactor)
