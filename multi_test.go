@@ -330,3 +330,28 @@ func TestRealServersLockManyHandoff(t *testing.T) {
 		})
 	}
 }
+
+// TestSingleKeyWaiterWokenBySetRelease: a set's release announces each of
+// its keys, so a single-key waiter for one of them wakes at once.
+func TestSingleKeyWaiterWokenBySetRelease(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := minis(t, n)
+			holder := setLocker(t, bs, rejectOpts...)
+			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			held, err := holder.LockMany(t.Context(), []string{"a", "b"})
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			go func() {
+				l, err := waiter.Lock(t.Context(), "b")
+				if err == nil {
+					err = l.Unlock(t.Context())
+				}
+				got <- err
+			}()
+			testwait.Until(t, "the single-key waiter in line", func() bool { return redlock.Waiting(waiter, "b") })
+			require.NoError(t, held.Unlock(t.Context()))
+			require.NoError(t, <-got, "woken by the set's release")
+		})
+	}
+}
