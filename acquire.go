@@ -24,7 +24,7 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
 	}
-	return scope{key: key, nodes: l.nodes, cfg: &cfg}, cfg.validateNodes(l.nodes)
+	return scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: &cfg}, cfg.validateNodes(l.nodes)
 }
 
 // acquire is the strategy engine shared by Single and Redlock: attempt,
@@ -44,7 +44,7 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	}
 	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: w.attempts, Err: err}
 	if lock != nil {
-		e.Fence = lock.fence
+		e.Fence = lock.Fence()
 	}
 	cfg.observe(e)
 	return lock, err

@@ -43,17 +43,16 @@ func newToken() string { return uuid.NewString() }
 func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 	cfg := w.cfg
 	start := cfg.clock.Now()
-	var counters []int64 // with fencing, what each node's INCR returned
+	k := w.width()
+	var counters []int64 // with fencing, what each node's INCRs returned: node i's at [i*k:(i+1)*k]
 	if cfg.fencing {
-		counters = make([]int64, len(w.nodes))
+		counters = make([]int64, len(w.nodes)*k)
 	}
 	call := func(ctx context.Context, i int, b Backend) (bool, error) {
 		if counters == nil {
-			return b.Acquire(ctx, w.key, token, cfg.ttl)
+			return w.what.acquire(ctx, w.scope, b, token)
 		}
-		ok, c, err := b.(Fencer).AcquireFenced(ctx, w.key, token, cfg.ttl)
-		counters[i] = c
-		return ok, err
+		return w.what.acquireFenced(ctx, w.scope, b, token, counters[i*k:(i+1)*k])
 	}
 	r, refused := w.round(call, gated)
 	if refused != nil {
@@ -61,7 +60,7 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 	}
 	left := validity(cfg.ttl, cfg.clock.Now().Sub(start), cfg.drift())
 	if r.granted >= quorum(len(w.nodes)) && left > 0 && w.ctx.Err() == nil {
-		var f int64
+		var f []int64
 		if counters != nil {
 			var err error
 			if f, err = w.fence(w.ctx, token, r, counters); err != nil {
@@ -102,9 +101,9 @@ func (w *waiter) round(call nodeCall, gated bool) (round, error) {
 }
 
 // grant makes the Lock of a granted attempt, valid from start.
-func (w *waiter) grant(token string, fence int64, start time.Time) *Lock {
+func (w *waiter) grant(token string, fences []int64, start time.Time) *Lock {
 	cfg := w.cfg
-	return &Lock{key: w.key, token: token, fence: fence, nodes: w.nodes, cfg: *cfg, acquired: start,
+	return &Lock{key: w.key, keys: w.keys, what: w.what, token: token, fences: fences, nodes: w.nodes, cfg: *cfg, acquired: start,
 		until: start.Add(cfg.ttl - cfg.drift()), lost: make(chan struct{})}
 }
 
@@ -145,7 +144,7 @@ func (w *waiter) rollback(token string, r round) {
 	announce := !w.cfg.noHandoff
 	rr := w.on(undo).fanOut(context.WithoutCancel(w.ctx), "release", ErrNotHeld,
 		func(ctx context.Context, j int, b Backend) (bool, error) {
-			return b.Release(ctx, w.key, w.leftovers[j].token, announce)
+			return w.what.release(ctx, w.scope, b, w.leftovers[j].token, announce)
 		})
 	unanswered := w.leftovers[:0]
 	for j, err := range rr.errs {

@@ -105,6 +105,57 @@ type KeyChecker interface {
 	CheckKey(key string) error
 }
 
+// MultiLocker is the optional capability of a Backend that locks a set of
+// keys at once, all or nothing (Single.LockMany, Redlock.LockMany). The
+// lockers pass keys distinct, non-empty and sorted, at most MaxKeys of
+// them; each key is an ordinary lock key, so a set excludes every
+// single-key lock (Acquire) on any of its keys and the reverse, and two
+// sets exclude each other when they share a key. LockMany refuses a node
+// that is not a MultiLocker, with ErrInvalid. Each method is one atomic
+// step on the node (one script), with the rules of the single-key method
+// it generalizes; the fence counters are those of the single-key methods
+// (one per key).
+type MultiLocker interface {
+	// AcquireMany sets every key to token with the TTL when none of them
+	// exists, and none otherwise; it reports whether it set them
+	// (Lua.AcquireMany).
+	AcquireMany(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error)
+
+	// AcquireManyFenced is AcquireMany that, only when it sets the keys,
+	// also increments each key's fence counter and writes the new values
+	// into fences (len(fences) == len(keys), in key order). Run again
+	// while every key holds token, it answers true with the counters'
+	// current values (Lua.AcquireManyFenced).
+	AcquireManyFenced(ctx context.Context, keys []string, token string, ttl time.Duration, fences []int64) (bool, error)
+
+	// RaiseFences sets each key's fence counter to at least fences[i],
+	// only while every key holds token, and reports whether they all did.
+	// It never lowers a counter (Lua.RaiseFences).
+	RaiseFences(ctx context.Context, keys []string, token string, fences []int64) (bool, error)
+
+	// ReleaseMany deletes every key that still holds token, announcing
+	// each deletion on ReleaseChannel(key) when announce is true (as
+	// Release), and reports whether every key held it: a set of which a
+	// key had expired was no longer held, though its other keys are
+	// deleted all the same (Lua.ReleaseMany).
+	ReleaseMany(ctx context.Context, keys []string, token string, announce bool) (bool, error)
+
+	// ExtendMany resets every key's TTL when every key holds token, and
+	// changes nothing otherwise; it reports whether it extended them. It
+	// never creates a key (Lua.ExtendMany).
+	ExtendMany(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error)
+}
+
+// KeySetChecker is the optional capability of a MultiLocker that cannot
+// hold every set of keys together: a Redis Cluster node needs them (and
+// their fence counters and release channels) in one hash slot. LockMany
+// asks every node that is one before the first attempt, as it asks
+// KeyChecker about each key. CheckKeys must not touch the network; its
+// error must match ErrInvalid.
+type KeySetChecker interface {
+	CheckKeys(keys []string) error
+}
+
 // ReleaseChannel returns the pub/sub channel on which a release announces
 // itself: "redlock:released:" + key. Adapters subscribe to it (Notifier);
 // operators can watch a lock with SUBSCRIBE on it.
@@ -119,6 +170,16 @@ var (
 	acquireFencedLua string
 	//go:embed fence.lua
 	raiseFenceLua string
+	//go:embed acquire_many.lua
+	acquireManyLua string
+	//go:embed acquire_many_fenced.lua
+	acquireManyFencedLua string
+	//go:embed release_many.lua
+	releaseManyLua string
+	//go:embed extend_many.lua
+	extendManyLua string
+	//go:embed fence_many.lua
+	raiseFencesLua string
 )
 
 // Lua holds the source of the scripts a Redis adapter runs, so that no
@@ -142,10 +203,30 @@ var (
 //     token, ARGV[2] fence. Replies 1 if the key held the token (the
 //     counter is now at least ARGV[2]), 0 otherwise.
 //
-// Both keys of a fenced script must live on one node: with Redis Cluster,
-// in one hash slot, and so must the release channel for SPUBLISH; a key
-// with a hash tag ("{order:1}") shares it with key + ":fence" and
-// ReleaseChannel(key) (package goredis derives one for a key without).
+// The scripts of MultiLocker take n distinct lock keys (KEYS[1..n]) and,
+// when fenced, their n fence counters after them (KEYS[n+1..2n]):
+//
+//   - AcquireMany: ARGV[1] token, ARGV[2] TTL in ms. Sets every key, or
+//     none when any exists; replies 1 or 0.
+//   - AcquireManyFenced: ARGV as AcquireMany. Replies the n new counter
+//     values in key order (their current values on a resend by the
+//     holder), or an empty array when not set.
+//   - RaiseFences: ARGV[1] token, ARGV[2..n+1] the fences. Replies 1 if
+//     every key held the token (each counter is now at least its fence),
+//     0 otherwise (nothing changed).
+//   - ReleaseMany: ARGV as Release. Deletes every key holding the token,
+//     announcing each; replies how many it deleted (n: the set was held).
+//   - ExtendMany: ARGV as Extend. Replies 1 if every key held the token
+//     and all were extended, 0 otherwise (nothing changed).
+//
+// Both keys of a fenced script (every key of a MultiLocker script) must
+// live on one node: with Redis Cluster, in one hash slot, and so must the
+// release channel for SPUBLISH; a key with a hash tag ("{order:1}")
+// shares it with key + ":fence" and ReleaseChannel(key) (package goredis
+// derives one for a key without; the keys of one set must share a tag).
 var Lua = struct {
 	Release, Extend, AcquireFenced, RaiseFence string
-}{releaseLua, extendLua, acquireFencedLua, raiseFenceLua}
+
+	AcquireMany, AcquireManyFenced, RaiseFences, ReleaseMany, ExtendMany string
+}{releaseLua, extendLua, acquireFencedLua, raiseFenceLua,
+	acquireManyLua, acquireManyFencedLua, raiseFencesLua, releaseManyLua, extendManyLua}

@@ -13,6 +13,11 @@ func (lk *locker) lock(ctx context.Context, key string, opts []Option) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
+	return lockScope(ctx, s)
+}
+
+// lockScope is lock after the arguments were checked, for one key or a set.
+func lockScope(ctx context.Context, s scope) (*Lock, error) {
 	l, err := acquire(ctx, s)
 	if err != nil {
 		return nil, err
@@ -37,7 +42,7 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 }
 
 // do is Do for both lockers.
-func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) (err error) {
+func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) error {
 	if fn == nil {
 		return invalidf("nil function")
 	}
@@ -45,6 +50,11 @@ func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) e
 	if err != nil {
 		return err
 	}
+	return doScope(ctx, s, fn)
+}
+
+// doScope is do after the arguments were checked, for one key or a set.
+func doScope(ctx context.Context, s scope, fn func(context.Context) error) (err error) {
 	if err := s.cfg.validateRenewal(); err != nil {
 		return err
 	}

@@ -6,23 +6,32 @@ import (
 )
 
 // fence runs round 2 of the scheme (docs/fencing.md) after round 1 (r, with the
-// counters the nodes returned) reached a quorum. It returns the token, or
-// an error when too few nodes have their counter at least that high:
+// counters the nodes returned) reached a quorum. It returns the tokens,
+// one per key (s.width() of them; counters holds as many per node), or an
+// error when too few nodes have every counter at least that high:
 // matching ErrUnavailable when the raise round's nodes did not answer,
 // ErrNotAcquired when they no longer held our key.
-func (s scope) fence(ctx context.Context, token string, r round, counters []int64) (int64, error) {
-	var f int64
+//
+// For a set of keys the argument of docs/fencing.md holds key by key:
+// every node that granted holds every key of the set, so for each key a
+// quorum of nodes hold our token with that key's counter at least its
+// fence before the set is granted.
+func (s scope) fence(ctx context.Context, token string, r round, counters []int64) ([]int64, error) {
+	k := s.width()
+	f := make([]int64, k)
 	for i, err := range r.errs {
 		if err == nil {
-			f = max(f, counters[i])
+			for j, c := range counters[i*k : (i+1)*k] {
+				f[j] = max(f[j], c)
+			}
 		}
 	}
-	at := 0 // nodes of Q whose counter is at least f
+	at := 0 // nodes of Q whose counters are all at least f
 	var behind []int
 	for i, err := range r.errs {
 		switch {
 		case err != nil:
-		case counters[i] == f:
+		case atLeast(counters[i*k:(i+1)*k], f):
 			at++
 		default:
 			behind = append(behind, i)
@@ -37,7 +46,7 @@ func (s scope) fence(ctx context.Context, token string, r round, counters []int6
 		sub[j] = s.nodes[i]
 	}
 	raised := s.on(sub).fanOut(ctx, "fence", ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.(Fencer).RaiseFence(ctx, s.key, token, f)
+		return s.what.raiseFence(ctx, s, b, token, f)
 	})
 	if at += raised.granted; at >= q {
 		return f, nil
@@ -46,8 +55,26 @@ func (s scope) fence(ctx context.Context, token string, r round, counters []int6
 	e.Granted = at // nodes at the token, not nodes that set the key
 	for j, err := range raised.errs {
 		if err != nil {
-			e.Failed = append(e.Failed, NodeError{Node: sub[j].Name(), Err: fmt.Errorf("raising the fence to %d: %w", f, err)})
+			e.Failed = append(e.Failed, NodeError{Node: sub[j].Name(), Err: fmt.Errorf("raising the fence to %v: %w", fenceText(f), err)})
 		}
 	}
-	return 0, e
+	return nil, e
+}
+
+// atLeast reports whether every counter is at least its fence.
+func atLeast(counters, fences []int64) bool {
+	for j, c := range counters {
+		if c < fences[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// fenceText shows one key's fence as a number and a set's as a list.
+func fenceText(f []int64) any {
+	if len(f) == 1 {
+		return f[0]
+	}
+	return f
 }

@@ -13,8 +13,10 @@ import (
 // safe for concurrent use.
 type Lock struct {
 	key      string
+	keys     []string // LockMany's set, canonical; nil for one key
+	what     target
 	token    string
-	fence    int64
+	fences   []int64 // one per key, with WithFencing; nil without
 	nodes    []Backend
 	cfg      config
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
@@ -30,10 +32,23 @@ type Lock struct {
 }
 
 // scope is the lock's key, nodes and configuration, for its rounds.
-func (l *Lock) scope() scope { return scope{key: l.key, nodes: l.nodes, cfg: &l.cfg} }
+func (l *Lock) scope() scope {
+	return scope{key: l.key, keys: l.keys, what: l.what, nodes: l.nodes, cfg: &l.cfg}
+}
 
-// Key returns the locked key.
+// Key returns the locked key. For a lock on several keys (LockMany) it is
+// the set's name, as in errors and observer events: the keys in canonical
+// order, between brackets and separated by spaces; Keys returns the keys.
 func (l *Lock) Key() string { return l.key }
+
+// Keys returns the locked keys: the one key of Lock, or LockMany's set
+// without duplicates, in canonical (sorted) order. The slice is a copy.
+func (l *Lock) Keys() []string {
+	if l.keys == nil {
+		return []string{l.key}
+	}
+	return append([]string(nil), l.keys...)
+}
 
 // Token returns the random value stored under the key on every node that
 // granted the lock, unique per acquisition (a UUID v4). Only the holder of
@@ -44,8 +59,21 @@ func (l *Lock) Token() string { return l.token }
 // greater than that of every earlier holder of the key, to be sent along
 // with every write to the protected resource so it can refuse writes from
 // a holder that lost the lock without knowing (see docs/fencing.md and
-// WithFencing). It is 0 when the lock was taken without WithFencing.
-func (l *Lock) Fence() int64 { return l.fence }
+// WithFencing). It is 0 when the lock was taken without WithFencing. For
+// a lock on several keys it is the fence of the first key in Keys; Fences
+// has them all.
+func (l *Lock) Fence() int64 {
+	if l.fences == nil {
+		return 0
+	}
+	return l.fences[0]
+}
+
+// Fences returns the lock's fencing tokens, one per key in Keys order,
+// each strictly greater than that of every earlier holder of its key,
+// whether that holder locked the key alone or within a set; nil without
+// WithFencing. The slice is a copy.
+func (l *Lock) Fences() []int64 { return append([]int64(nil), l.fences...) }
 
 // Until returns the end of the lock's validity, on the clock the locker
 // reads: the start of the acquisition (or of the last successful
@@ -207,7 +235,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
 	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.Extend(ctx, l.key, l.token, ttl)
+		return l.what.extend(ctx, l.scope(), b, l.token, ttl)
 	})
 	end := l.cfg.clock.Now()
 	drift := driftFor(ttl, l.cfg.driftFactor)

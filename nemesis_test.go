@@ -203,9 +203,15 @@ func (w *quorumWatch) verify(t *testing.T) {
 // hold stays in a critical section until end, probing the key every few
 // milliseconds.
 func (w *quorumWatch) hold(ctx context.Context, n *nemesisNodes, l *redlock.Lock, holder string, end time.Time, every time.Duration) {
-	seen := make([]bool, len(n.direct))
+	keys := l.Keys()
+	seen := make([][]bool, len(keys)) // per key of a set
+	for i := range seen {
+		seen[i] = make([]bool, len(n.direct))
+	}
 	for {
-		w.check(ctx, n, l.Key(), holder, l.Token(), l.Until(), seen)
+		for i, key := range keys {
+			w.check(ctx, n, key, holder, l.Token(), l.Until(), seen[i])
+		}
 		left := time.Until(end)
 		if left <= 0 || ctx.Err() != nil {
 			return
@@ -214,19 +220,22 @@ func (w *quorumWatch) hold(ctx context.Context, n *nemesisNodes, l *redlock.Lock
 	}
 }
 
-// fenceRecord is a fenced holder's token, by holder name.
+// fenceRecords are fenced holders' tokens, by holder name and key (a set
+// has one per key).
 type fenceRecords struct {
 	mu     sync.Mutex
-	tokens map[string]int64
+	tokens map[[2]string]int64
 }
 
-func (f *fenceRecords) add(holder string, fence int64) {
+func (f *fenceRecords) add(holder string, l *redlock.Lock) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tokens == nil {
-		f.tokens = map[string]int64{}
+		f.tokens = map[[2]string]int64{}
 	}
-	f.tokens[holder] = fence
+	for i, k := range l.Keys() {
+		f.tokens[[2]string{holder, k}] = l.Fences()[i]
+	}
 }
 
 // verify checks, per key, that every fenced holder whose Lock returned
@@ -239,8 +248,10 @@ func (f *fenceRecords) verify(t *testing.T, sections []exclusion.Section) int {
 	defer f.mu.Unlock()
 	byKey := map[string][]exclusion.Section{}
 	for _, s := range sections {
-		if _, ok := f.tokens[s.Holder]; ok {
-			byKey[s.Key] = append(byKey[s.Key], s)
+		for _, k := range s.Held() {
+			if _, ok := f.tokens[[2]string{s.Holder, k}]; ok {
+				byKey[k] = append(byKey[k], s)
+			}
 		}
 	}
 	checked, bad := 0, 0
@@ -257,7 +268,7 @@ func (f *fenceRecords) verify(t *testing.T, sections []exclusion.Section) int {
 		j := 0
 		for _, s := range ss {
 			for ; j < len(ends) && ends[j].ValidEnd().Before(s.Start); j++ {
-				switch fe := f.tokens[ends[j].Holder]; {
+				switch fe := f.tokens[[2]string{ends[j].Holder, key}]; {
 				case fe > topFence[0]:
 					top[1], topFence[1] = top[0], topFence[0]
 					top[0], topFence[0] = ends[j], fe
@@ -273,7 +284,7 @@ func (f *fenceRecords) verify(t *testing.T, sections []exclusion.Section) int {
 				continue
 			}
 			checked++
-			if fe := f.tokens[s.Holder]; fe <= bestFence {
+			if fe := f.tokens[[2]string{s.Holder, key}]; fe <= bestFence {
 				bad++
 				if bad <= 10 {
 					t.Errorf("fencing: key %q: %s got token %d at %v, after %s (token %d) had ended at %v",
@@ -407,7 +418,22 @@ type nemesisRun struct {
 	ttl         time.Duration
 	nodeTimeout time.Duration
 	lockers     int
+	setLockers  int // the last setLockers lockers take random sets of 1 to 3 keys (LockMany)
 	keys        []string
+}
+
+// nemesisLock takes one random key, or with sets a random set of one to
+// three of keys, in a random order.
+func nemesisLock(ctx context.Context, lk *redlock.Redlock, rng *rand.Rand, keys []string, sets bool) (*redlock.Lock, error) {
+	if !sets {
+		return lk.Lock(ctx, keys[rng.IntN(len(keys))])
+	}
+	perm := rng.Perm(len(keys))[:1+rng.IntN(min(3, len(keys)))]
+	set := make([]string, len(perm))
+	for i, j := range perm {
+		set[i] = keys[j]
+	}
+	return lk.LockMany(ctx, set)
 }
 
 // nemesisEvent is one entry of the fault schedule, for the report.
@@ -419,8 +445,8 @@ type nemesisEvent struct {
 // runNemesis runs lockers against the nodes while a nemesis goroutine
 // changes faults on random minorities, then checks everything.
 func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
-	t.Logf("nemesis seed %d (replay: %s=%d), duration %v, TTL %v, node timeout %v, %d lockers, keys %v",
-		cfg.seed, nemesisSeedEnv, cfg.seed, cfg.duration, cfg.ttl, cfg.nodeTimeout, cfg.lockers, cfg.keys)
+	t.Logf("nemesis seed %d (replay: %s=%d), duration %v, TTL %v, node timeout %v, %d lockers (%d of them on sets), keys %v",
+		cfg.seed, nemesisSeedEnv, cfg.seed, cfg.duration, cfg.ttl, cfg.nodeTimeout, cfg.lockers, cfg.setLockers, cfg.keys)
 	n := len(nodes.proxies)
 	minority := n - redlock.Quorum(n)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -434,6 +460,7 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		notHeldValid               [2]atomic.Int64
 		acquiredBy                 [2]atomic.Int64 // by lockers without / with go-redis resends
 		fencedAcq                  atomic.Int64
+		setAcq                     atomic.Int64 // sets of two or three keys
 		lateGrants                 atomic.Int64 // Lock returned after the lock's Until
 		lockers                    sync.WaitGroup
 		stopLockers                = make(chan struct{})
@@ -466,10 +493,9 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 					return
 				default:
 				}
-				key := cfg.keys[rng.IntN(len(cfg.keys))]
 				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 				callStart := time.Now()
-				l, err := lk.Lock(lctx, key)
+				l, err := nemesisLock(lctx, lk, rng, cfg.keys, id >= cfg.lockers-cfg.setLockers)
 				if err != nil {
 					lcancel()
 					chk.Fail(faultClassify(err), fmt.Errorf("%s: %w", name, err))
@@ -486,9 +512,12 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 						t.Logf("%s: Lock returned %v after the lock's Until (the call took %v)", holder, over.Round(time.Millisecond), time.Since(callStart).Round(time.Millisecond))
 					}
 				}
-				in := chk.Enter(key, holder, l.Until())
+				in := chk.EnterMany(l.Keys(), holder, l.Until())
+				if len(l.Keys()) > 1 {
+					setAcq.Add(1)
+				}
 				if fenced {
-					fences.add(holder, l.Fence())
+					fences.add(holder, l)
 					fencedAcq.Add(1)
 				}
 				if resends {
@@ -583,8 +612,8 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		return true
 	})
 	slices.Sort(unlocks)
-	t.Logf("acquisitions by lockers without go-redis resends %d, with %d (fenced %d); Unlock errors: %s",
-		acquiredBy[0].Load(), acquiredBy[1].Load(), fencedAcq.Load(), strings.Join(unlocks, ", "))
+	t.Logf("acquisitions by lockers without go-redis resends %d, with %d (fenced %d, sets of several keys %d); Unlock errors: %s",
+		acquiredBy[0].Load(), acquiredBy[1].Load(), fencedAcq.Load(), setAcq.Load(), strings.Join(unlocks, ", "))
 	t.Logf("Unlock said ErrNotHeld with validity left: %d without resends, %d with", notHeldValid[0].Load(), notHeldValid[1].Load())
 	t.Logf("Lock returned a lock already past its Until: %d times", lateGrants.Load())
 
@@ -600,10 +629,20 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 	// changes the faults every 175 ms on average, so each key should see
 	// several acquisitions per second: the floor asks for one per key
 	// per second, far below what a healthy run makes (see README), yet
-	// high enough that most fault windows met a holder.
+	// high enough that most fault windows met a holder. A set counts once
+	// for each of its keys: each of them was acquired.
 	floor := int(cfg.duration/time.Second) * len(cfg.keys)
-	assert.GreaterOrEqual(t, st.Acquisitions, floor, "too few acquisitions (%d) for %v: the run tested little", st.Acquisitions, cfg.duration)
+	perKey := 0
+	for _, s := range chk.Sections() {
+		perKey += len(s.Held())
+	}
+	t.Logf("key acquisitions (a set counts for each of its keys): %d, %.1f per key per second", perKey,
+		float64(perKey)/float64(len(cfg.keys))/cfg.duration.Seconds())
+	assert.GreaterOrEqual(t, perKey, floor, "too few key acquisitions (%d) for %v: the run tested little", perKey, cfg.duration)
 	assert.Positive(t, fencedAcq.Load(), "fenced lockers got the lock too")
+	if cfg.setLockers > 0 {
+		assert.Positive(t, setAcq.Load(), "set lockers got sets of several keys too")
+	}
 	assert.Positive(t, faultCount[faultproxy.Late]+faultCount[faultproxy.LoseReply]+faultCount[faultproxy.Stall], "faults were injected")
 }
 
@@ -638,8 +677,11 @@ func nemesisReportSchedule(t *testing.T, schedule []nemesisEvent, overlaps []exc
 }
 
 // TestNemesis runs the random nemesis on five redis-server processes:
-// eight lockers (half fenced, half with go-redis's default resends), two
-// keys, TTL 500 ms, node timeout 40 ms. About 45 s by default.
+// eight lockers (half fenced, half with go-redis's default resends), three
+// keys, five lockers taking one key at a time and three taking random sets
+// of one to three keys (LockMany), so sets overlap each other and single
+// keys; the checker judges every key. TTL 500 ms, node timeout 40 ms.
+// About 45 s by default.
 func TestNemesis(t *testing.T) {
 	c := redistest.Start(t, 5)
 	runNemesis(t, nemesisProxies(t, c.Addrs()), nemesisRun{
@@ -648,6 +690,7 @@ func TestNemesis(t *testing.T) {
 		ttl:         500 * time.Millisecond,
 		nodeTimeout: 40 * time.Millisecond,
 		lockers:     8,
-		keys:        []string{"nemesis-a", "nemesis-b"},
+		setLockers:  3,
+		keys:        []string{"nemesis-a", "nemesis-b", "nemesis-c"},
 	})
 }

@@ -206,7 +206,7 @@ func (w *wakeup) wake() {
 // It returns nil when no node could be subscribed; otherwise the caller
 // must call the stop function.
 func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
-	nodes, key := s.nodes, s.key
+	nodes := s.nodes
 	w := newWakeup(len(nodes), s.cfg.lines)
 	stops := make([]func(), len(nodes))
 	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
@@ -214,8 +214,8 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 		if !ok {
 			return false, nil
 		}
-		s, err := n.Notify(ctx, key, func(token string) { w.released(i, token) })
-		stops[i] = s
+		stop, err := s.what.notify(ctx, s, n, func(token string) { w.released(i, token) })
+		stops[i] = stop
 		return err == nil, err
 	})
 	stop := func() {
@@ -237,7 +237,7 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 	w.subscribed(ok, quorum(len(nodes)))
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
-	s.cfg.lines.join(key, w)
+	s.cfg.lines.join(s.key, w)
 	return w, stop
 }
 

@@ -84,12 +84,12 @@ func (k EventKind) String() string {
 // the Kind are zero.
 type Event struct {
 	Kind     EventKind
-	Key      string
+	Key      string // the key; for a set of keys (LockMany) its name, "[k1 k2 ...]"
 	Node     string // EventNodeError: the node's Name
 	Op       string // EventNodeError: the operation that failed
 	Duration time.Duration
 	Attempt  int   // EventAcquire, EventContention
-	Fence    int64 // EventAcquire with WithFencing
+	Fence    int64 // EventAcquire with WithFencing (a set's: its first key's)
 	Err      error
 }
 

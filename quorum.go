@@ -14,13 +14,18 @@ import (
 // N is preferred: the extra even node adds cost and no tolerance.
 func quorum(n int) int { return n/2 + 1 }
 
-// scope is what every round of one call shares: the key, the nodes the
-// round asks, and the call's configuration.
+// scope is what every round of one call shares: the key, the thing locked
+// (target.go), the nodes the round asks, and the call's configuration.
 type scope struct {
-	key   string
+	key   string   // the key, or a set's name (setName) for events and errors
+	keys  []string // a set's keys, canonical; nil for one key
+	what  target
 	nodes []Backend
 	cfg   *config
 }
+
+// width is the number of keys, and so of fences, the lock holds.
+func (s scope) width() int { return max(1, len(s.keys)) }
 
 // on returns s asking nodes instead, a subset of its own.
 func (s scope) on(nodes []Backend) scope {
@@ -98,7 +103,7 @@ func (s scope) releaseAll(ctx context.Context, token string) round {
 	announce := !s.cfg.noHandoff
 	return s.fanOut(context.WithoutCancel(ctx), "release", ErrNotHeld,
 		func(ctx context.Context, _ int, b Backend) (bool, error) {
-			return b.Release(ctx, s.key, token, announce)
+			return s.what.release(ctx, s, b, token, announce)
 		})
 }
 

@@ -62,6 +62,12 @@ var brokenCases = []brokenCase{
 	{name: "stop-keeps-calling", group: "Notifier", fails: map[string]string{
 		"Stop": "released was called after stop returned",
 	}},
+	{name: "acquire-many-partial", group: "MultiLocker", fails: map[string]string{
+		"AllOrNothing": "a refused AcquireMany left keys set",
+	}},
+	{name: "extend-many-partial", group: "MultiLocker", fails: map[string]string{
+		"ExtendAllOrNothing": "a refused ExtendMany must change no key",
+	}},
 	{name: "ignores-context", group: "Context", fails: map[string]string{
 		"Canceled": "Acquire with a cancelled context returned error <nil>, want one matching context.Canceled",
 		"Stall":    "Acquire with a 100ms deadline on a stalled node did not return within 2s",
@@ -141,7 +147,8 @@ func TestBrokenHelper(t *testing.T) {
 }
 
 // wrapper passes every call to the correct adapter, except the one its
-// kind breaks. It implements Fencer and Notifier, as the adapter does.
+// kind breaks. It implements Fencer, Notifier and MultiLocker, as the
+// adapter does.
 type wrapper struct {
 	redlock.Backend
 	kind string
@@ -153,6 +160,7 @@ type wrapper struct {
 
 func (w *wrapper) fencer() redlock.Fencer     { return w.Backend.(redlock.Fencer) }
 func (w *wrapper) notifier() redlock.Notifier { return w.Backend.(redlock.Notifier) }
+func (w *wrapper) multi() redlock.MultiLocker { return w.Backend.(redlock.MultiLocker) }
 
 func (w *wrapper) ctx(ctx context.Context) context.Context {
 	if w.kind == "ignores-context" {
@@ -256,4 +264,43 @@ func ignoreNil(err error) error {
 		return nil
 	}
 	return err
+}
+
+func (w *wrapper) AcquireMany(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error) {
+	if w.kind == "acquire-many-partial" { // key by key: stops at a held key, keeping the ones set
+		for _, k := range keys {
+			if ok, err := w.Backend.Acquire(ctx, k, token, ttl); err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	return w.multi().AcquireMany(w.ctx(ctx), keys, token, ttl)
+}
+
+func (w *wrapper) AcquireManyFenced(ctx context.Context, keys []string, token string, ttl time.Duration, fences []int64) (bool, error) {
+	return w.multi().AcquireManyFenced(w.ctx(ctx), keys, token, ttl, fences)
+}
+
+func (w *wrapper) RaiseFences(ctx context.Context, keys []string, token string, fences []int64) (bool, error) {
+	return w.multi().RaiseFences(w.ctx(ctx), keys, token, fences)
+}
+
+func (w *wrapper) ReleaseMany(ctx context.Context, keys []string, token string, announce bool) (bool, error) {
+	return w.multi().ReleaseMany(w.ctx(ctx), keys, token, announce)
+}
+
+func (w *wrapper) ExtendMany(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error) {
+	if w.kind == "extend-many-partial" { // key by key: extends the keys still held
+		all := true
+		for _, k := range keys {
+			ok, err := w.Backend.Extend(ctx, k, token, ttl)
+			if err != nil {
+				return false, err
+			}
+			all = all && ok
+		}
+		return all, nil
+	}
+	return w.multi().ExtendMany(w.ctx(ctx), keys, token, ttl)
 }

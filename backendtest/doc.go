@@ -2,8 +2,8 @@
 // adapters, in the manner of testing/fstest: the author of an adapter for
 // a Redis client, or for another store, runs it from the adapter's own
 // tests to check that the adapter keeps the contract the lockers rely on
-// (redlock.Backend, and the optional redlock.Fencer and redlock.Notifier
-// when it implements them). It imports only the redlock package and the
+// (redlock.Backend, and the optional redlock.Fencer, redlock.Notifier and
+// redlock.MultiLocker when it implements them). It imports only the redlock package and the
 // standard library, so an adapter's module inherits nothing else from it.
 //
 // # Running it
@@ -84,6 +84,17 @@
 //     after a reconnection) are allowed, as Notifier documents. Which pub/sub
 //     channel carries the announcement is the adapter's business, not
 //     checked here.
+//   - MultiLocker (skipped if not implemented), on sets of keys sharing
+//     one hash tag: AcquireMany sets every key or none (a set with one key
+//     held elsewhere leaves no key set; an overlapping set is refused) and
+//     each key then refuses Acquire; every key expires after the TTL;
+//     ReleaseMany deletes exactly the keys holding its token (a wrong
+//     token deletes none) and answers true only when all did, and
+//     announces each key's release; ExtendMany of a set with a key gone
+//     answers false, changes no other key's TTL and re-creates nothing;
+//     AcquireManyFenced increments each key's own counter once (a resend
+//     answers the same, a refusal moves none) and RaiseFences raises each
+//     counter only with the token, never lowering one.
 //   - Context: with an already cancelled context every method, including
 //     AcquireFenced, RaiseFence and Notify when implemented, returns an
 //     error matching context.Canceled within PromptBound (whether the

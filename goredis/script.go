@@ -23,6 +23,12 @@ var (
 	extendScript        = newScript(redlock.Lua.Extend)
 	acquireFencedScript = newScript(redlock.Lua.AcquireFenced)
 	raiseFenceScript    = newScript(redlock.Lua.RaiseFence)
+
+	acquireManyScript       = newScript(redlock.Lua.AcquireMany)
+	acquireManyFencedScript = newScript(redlock.Lua.AcquireManyFenced)
+	raiseFencesScript       = newScript(redlock.Lua.RaiseFences)
+	releaseManyScript       = newScript(redlock.Lua.ReleaseMany)
+	extendManyScript        = newScript(redlock.Lua.ExtendMany)
 )
 
 func newScript(src string) script {
@@ -41,6 +47,17 @@ func (g *node) run(ctx context.Context, s script, numKeys int, keysAndArgs ...an
 // exec is run for a write that a node WithReplicaAck follows with WAIT
 // when acked is set (see send): it also returns the WAIT, nil without.
 func (g *node) exec(ctx context.Context, acked bool, s script, numKeys int, keysAndArgs ...any) (int64, *redis.IntCmd, error) {
+	cmd, wait, err := g.eval(ctx, acked, s, numKeys, keysAndArgs...)
+	if err != nil { // cmd may still be in flight: read nothing from it
+		return 0, nil, err
+	}
+	n, err := cmd.Int64()
+	return n, wait, err
+}
+
+// eval is exec returning the script's reply as it came, for a script that
+// replies with more than an integer.
+func (g *node) eval(ctx context.Context, acked bool, s script, numKeys int, keysAndArgs ...any) (*redis.Cmd, *redis.IntCmd, error) {
 	args := make([]any, 0, 3+len(keysAndArgs))
 	args = append(args, "evalsha", s.sha, numKeys)
 	args = append(args, keysAndArgs...)
@@ -57,8 +74,7 @@ func (g *node) exec(ctx context.Context, acked bool, s script, numKeys int, keys
 		wait, err = g.send(ctx, acked, key, cmd)
 	}
 	if err != nil { // cmd may still be in flight: read nothing from it
-		return 0, nil, err
+		return nil, nil, err
 	}
-	n, err := cmd.Int64()
-	return n, wait, err
+	return cmd, wait, nil
 }

@@ -11,7 +11,9 @@
 // method locks too, so that a handler that writes on "anything but GET"
 // cannot be reached unlocked with an unusual method ("put", "PROPPATCH").
 // WithMethods changes the set, for instance to lock a POST that acts on an
-// existing record, such as a checkout.
+// existing record, such as a checkout. A route that writes to several
+// records at once (a transfer between two accounts) locks them all, all
+// or nothing, with NewMany and PathRecords.
 //
 // The handler runs inside redlock's Do: the lock is renewed by a heartbeat
 // while it runs, and if the lock is lost anyway (a quorum of Redis nodes
@@ -156,6 +158,8 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 type Middleware struct {
 	locker   redlock.Locker
 	record   RecordFunc
+	records  RecordsFunc          // NewMany: several records at once, through sets
+	sets     redlock.KeySetLocker // NewMany's locker
 	keys     KeySpace
 	methods  map[string]bool // upper case; nil: every method but GET, HEAD, OPTIONS and POST
 	lockOpts []redlock.Option
@@ -267,6 +271,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	case next == nil:
 		return refuseAll(m, fmt.Errorf("%w: Wrap(nil)", ErrMisconfigured))
 	}
+	if m.records != nil {
+		return m.wrapMany(next)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.locks(r.Method) {
 			next.ServeHTTP(w, r)
@@ -286,20 +293,52 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			m.onError(w, r, fmt.Errorf("%w: %w", ErrBadRecord, err))
 			return
 		}
-		tw := &trackingWriter{ResponseWriter: w}
-		var ran atomic.Bool
-		err = m.locker.Do(r.Context(), key, func(ctx context.Context) error {
-			ran.Store(true)
-			next.ServeHTTP(tw, r.WithContext(ctx))
-			return nil
-		}, m.lockOpts...)
-		if err == nil && !ran.Load() {
-			err = fmt.Errorf("%w: the Locker's Do returned without running the handler", ErrMisconfigured)
-		}
-		if err != nil && !tw.started.Load() {
-			m.onError(w, r, err)
-		}
+		m.serveLocked(w, r, next, func(run func(context.Context) error) error {
+			return m.locker.Do(r.Context(), key, run, m.lockOpts...)
+		})
 	})
+}
+
+// wrapMany is Wrap for NewMany's Middleware: every record the request
+// names, locked at once.
+func (m *Middleware) wrapMany(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.locks(r.Method) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		keys, ok, err := m.recordKeys(r)
+		switch {
+		case !ok: // the RecordsFunc says: no record, run unlocked
+			next.ServeHTTP(w, r)
+			return
+		case err != nil:
+			m.onError(w, r, err)
+			return
+		}
+		m.serveLocked(w, r, next, func(run func(context.Context) error) error {
+			return m.sets.DoMany(r.Context(), keys, run, m.lockOpts...)
+		})
+	})
+}
+
+// serveLocked runs next inside do (the locker's Do or DoMany) and answers
+// with an error if the lock was not acquired, or was lost before the
+// handler wrote anything.
+func (m *Middleware) serveLocked(w http.ResponseWriter, r *http.Request, next http.Handler, do func(run func(context.Context) error) error) {
+	tw := &trackingWriter{ResponseWriter: w}
+	var ran atomic.Bool
+	err := do(func(ctx context.Context) error {
+		ran.Store(true)
+		next.ServeHTTP(tw, r.WithContext(ctx))
+		return nil
+	})
+	if err == nil && !ran.Load() {
+		err = fmt.Errorf("%w: the Locker's Do returned without running the handler", ErrMisconfigured)
+	}
+	if err != nil && !tw.started.Load() {
+		m.onError(w, r, err)
+	}
 }
 
 // locks reports whether a request with this method takes the lock.

@@ -42,10 +42,12 @@ const (
 	exitNotExecutable = 126
 )
 
-const runUsage = `usage: redlock run --key K [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+const runUsage = `usage: redlock run --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
 
 Runs command only while holding the distributed lock K: a flock for cron
-jobs that run on many hosts. The lock is renewed every TTL/3 while the
+jobs that run on many hosts. Several --key flags take several locks at
+once, all or nothing (redlock's DoMany): the command runs only while it
+holds every one of them. The lock is renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
 --grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
@@ -79,7 +81,11 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
-	key := fs.String("key", "", "the lock's key (required)")
+	var keys []string
+	fs.Func("key", "the lock's key (required; repeat it to hold several keys at once, all or nothing)", func(k string) error {
+		keys = append(keys, k)
+		return nil
+	})
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
 	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
@@ -96,7 +102,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return exitUsage
 	}
 	switch {
-	case *key == "":
+	case len(keys) == 0:
 		return usage("--key is required")
 	case len(argv) == 0:
 		return usage("no command given (put it after --)")
@@ -129,7 +135,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		status   int
 		startErr error
 	)
-	err = locker.Do(ctx, *key, func(ctx context.Context) error {
+	name := strings.Join(keys, ", ")
+	err = holding(ctx, locker, keys, func(ctx context.Context) error {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 		ownGroup(cmd)
@@ -148,7 +155,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: %v\n", startErr)
 		return status
 	case errors.Is(err, redlock.ErrLockLost):
-		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", *key, status, err)
+		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", name, status, err)
 		return exitLost
 	case started:
 		if err != nil { // the command ran; only the release failed
@@ -161,7 +168,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: interrupted before the command started: %v\n", err)
 		return exitInterrupted
 	case errors.Is(err, redlock.ErrNotAcquired):
-		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", *key, err)
+		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", name, err)
 		return exitBusy
 	case errors.Is(err, redlock.ErrUnavailable):
 		fmt.Fprintf(stderr, "redlock run: too few masters answered; not running the command: %v\n", err)
@@ -169,6 +176,18 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	fmt.Fprintf(stderr, "redlock run: %v\n", err)
 	return 1
+}
+
+// holding runs fn under Do for one key, and under DoMany for several.
+func holding(ctx context.Context, locker redlock.Locker, keys []string, fn func(context.Context) error) error {
+	if len(keys) == 1 {
+		return locker.Do(ctx, keys[0], fn)
+	}
+	sets, ok := locker.(redlock.KeySetLocker)
+	if !ok {
+		return fmt.Errorf("%w: %T cannot lock several keys at once", redlock.ErrInvalid, locker)
+	}
+	return sets.DoMany(ctx, keys, fn)
 }
 
 // startStatus is the status a shell reports for a command that could not

@@ -21,6 +21,7 @@ package exclusion
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,13 +59,23 @@ func (o Outcome) String() string {
 }
 
 // Section is one critical section: Holder held Key from Start until End,
-// believing the lock valid until Until.
+// believing the lock valid until Until. A section under a lock on several
+// keys at once (EnterMany) holds each of Keys, and Key is the set's name.
 type Section struct {
 	Key    string
+	Keys   []string // the keys held, for a set; nil for Key alone
 	Holder string
 	Start  time.Time // Lock returned
 	End    time.Time // left the section; zero while still inside
 	Until  time.Time // the lock's validity as the holder saw it
+}
+
+// Held returns the keys the section holds.
+func (s Section) Held() []string {
+	if s.Keys == nil {
+		return []string{s.Key}
+	}
+	return s.Keys
 }
 
 // ValidEnd is when the section stops counting: the earlier of End and
@@ -79,12 +90,13 @@ func (s Section) ValidEnd() time.Time {
 // Overlap is a violation: two holders of one key, both inside and both
 // believing their lock valid during [From, To).
 type Overlap struct {
+	Key      string
 	A, B     Section
 	From, To time.Time
 }
 
 func (o Overlap) String() string {
-	return fmt.Sprintf("key %q: %s and %s both held it for %v", o.A.Key, o.A.Holder, o.B.Holder, o.To.Sub(o.From))
+	return fmt.Sprintf("key %q: %s and %s both held it for %v", o.Key, o.A.Holder, o.B.Holder, o.To.Sub(o.From))
 }
 
 // Stats are the counts of one scenario.
@@ -119,6 +131,16 @@ func New() *Checker { return &Checker{} }
 // and call Exit on the result before Unlock.
 func (c *Checker) Enter(key, holder string, until time.Time) *Entry {
 	s := &Section{Key: key, Holder: holder, Start: time.Now(), Until: until}
+	c.mu.Lock()
+	c.sections = append(c.sections, s)
+	c.mu.Unlock()
+	return &Entry{c: c, s: s}
+}
+
+// EnterMany is Enter for a lock on several keys at once: one section (one
+// acquisition) that holds every key, judged against the sections of each.
+func (c *Checker) EnterMany(keys []string, holder string, until time.Time) *Entry {
+	s := &Section{Key: "[" + strings.Join(keys, " ") + "]", Keys: slices.Clone(keys), Holder: holder, Start: time.Now(), Until: until}
 	c.mu.Lock()
 	c.sections = append(c.sections, s)
 	c.mu.Unlock()
@@ -185,16 +207,18 @@ func (c *Checker) Sections() []Section {
 	return out
 }
 
-// Overlaps returns every pair of sections of one key, held by different
-// holders, whose valid intervals [Start, ValidEnd) intersect. Touching
+// Overlaps returns every pair of sections of one key (a set's section
+// counts for each of its keys), held by different holders, whose valid intervals [Start, ValidEnd) intersect. Touching
 // intervals (one ends exactly when the next starts) do not overlap.
 func (c *Checker) Overlaps() []Overlap {
 	byKey := map[string][]Section{}
 	for _, s := range c.Sections() {
-		byKey[s.Key] = append(byKey[s.Key], s)
+		for _, k := range s.Held() {
+			byKey[k] = append(byKey[k], s)
+		}
 	}
 	var out []Overlap
-	for _, ss := range byKey {
+	for key, ss := range byKey {
 		slices.SortFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
 		// Sweep by start: every earlier section still valid at s.Start
 		// overlaps s. active holds the earlier sections not yet known to
@@ -210,7 +234,7 @@ func (c *Checker) Overlaps() []Overlap {
 			active = kept
 			for _, a := range active {
 				if a.Holder != s.Holder && s.ValidEnd().After(s.Start) {
-					out = append(out, Overlap{A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd())})
+					out = append(out, Overlap{Key: key, A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd())})
 				}
 			}
 			active = append(active, s)

@@ -196,3 +196,30 @@ func TestVerifyFailsOnOverlapAndOtherErrors(t *testing.T) {
 	c.Report(r, "broken on purpose")
 	assert.Empty(t, r.errors, "Report only logs")
 }
+
+// TestSetsOverlapPerKey: a section holding several keys overlaps a
+// section of any of them, single or set, and none of the others.
+func TestSetsOverlapPerKey(t *testing.T) {
+	c := New()
+	set := sec("", "s", 0, 100, 1000)
+	set.Keys = []string{"a", "b"}
+	c.Record(set)
+	c.Record(sec("c", "x", 10, 50, 1000)) // another key
+	other := sec("", "y", 60, 80, 1000)
+	other.Keys = []string{"b", "c"}
+	c.Record(other)
+	c.Record(sec("a", "z", 90, 120, 1000))
+	ov := c.Overlaps()
+	require.Len(t, ov, 2)
+	assert.Equal(t, "b", ov[0].Key)
+	assert.Equal(t, "y", ov[0].B.Holder)
+	assert.Equal(t, "a", ov[1].Key)
+	assert.Equal(t, "z", ov[1].B.Holder)
+	assert.Equal(t, 4, c.Stats().Acquisitions, "a set is one acquisition")
+
+	e := c.EnterMany([]string{"c", "d"}, "m", time.Now().Add(time.Hour))
+	e.Exit()
+	s := c.Sections()[4]
+	assert.Equal(t, "[c d]", s.Key)
+	assert.Equal(t, []string{"c", "d"}, s.Held())
+}

@@ -1,0 +1,68 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// The seam between the algorithm and what a lock holds. Every round of a
+// call (acquire, fenced acquire, fence raise, release, extend, watch)
+// does one operation on each node, and what that operation is depends on
+// the thing locked: one key (Lock: oneKey), a set of keys taken all or
+// nothing (LockMany: keySet, in multi.go), and next a reader's or a
+// writer's share of a key. Quorum, validity, rollback, fencing rounds,
+// renewal, hand-off and the observer are the same for all of them, so
+// they stay in quorum.go, attempt.go, fence.go, lock.go and notify.go and
+// reach the node only through a target.
+//
+// A target carries no data: the scope it travels in holds the key (and a
+// set's keys), so the single-key hot path boxes nothing (a zero-size value
+// in an interface costs no allocation).
+type target interface {
+	// acquire takes the thing on b with token and the scope's TTL.
+	acquire(ctx context.Context, s scope, b Backend, token string) (bool, error)
+	// acquireFenced is acquire that also writes the fence counters it
+	// issued into fences, one per key (s.width()).
+	acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error)
+	// raiseFence raises each key's counter to at least its fence while
+	// token holds the thing.
+	raiseFence(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error)
+	// release lets go of the thing on b if token holds it (announcing the
+	// release when asked), and reports whether token held all of it.
+	release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error)
+	// extend resets the thing's TTL on b if token holds all of it.
+	extend(ctx context.Context, s scope, b Backend, token string, ttl time.Duration) (bool, error)
+	// notify subscribes to the releases on n of whatever would let an
+	// acquire of the thing succeed; see Notifier.Notify for released and
+	// the returned stop.
+	notify(ctx context.Context, s scope, n Notifier, released func(payload string)) (func(), error)
+}
+
+// oneKey is the mutex on s.key: the Backend's single-key methods.
+type oneKey struct{}
+
+func (oneKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
+	return b.Acquire(ctx, s.key, token, s.cfg.ttl)
+}
+
+func (oneKey) acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
+	ok, f, err := b.(Fencer).AcquireFenced(ctx, s.key, token, s.cfg.ttl)
+	fences[0] = f
+	return ok, err
+}
+
+func (oneKey) raiseFence(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
+	return b.(Fencer).RaiseFence(ctx, s.key, token, fences[0])
+}
+
+func (oneKey) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
+	return b.Release(ctx, s.key, token, announce)
+}
+
+func (oneKey) extend(ctx context.Context, s scope, b Backend, token string, ttl time.Duration) (bool, error) {
+	return b.Extend(ctx, s.key, token, ttl)
+}
+
+func (oneKey) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
+	return n.Notify(ctx, s.key, released)
+}
