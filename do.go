@@ -37,7 +37,7 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 }
 
 // do is Do for both lockers.
-func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) (err error) {
+func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) error {
 	if fn == nil {
 		return invalidf("nil function")
 	}
@@ -52,6 +52,12 @@ func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) e
 	if err != nil {
 		return err
 	}
+	return hold(ctx, l, fn)
+}
+
+// hold runs fn while holding l, as Do describes: the heartbeat renews l,
+// its loss cancels fn's context, and l is released however fn ends.
+func hold(ctx context.Context, l *Lock, fn func(context.Context) error) (err error) {
 	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{}, l))
 	l.onLost = cancel // set before the heartbeat can call it
 	l.startRenewal(ctx)

@@ -15,6 +15,7 @@ type Lock struct {
 	key      string
 	token    string
 	fence    int64
+	slot     int // the semaphore slot it holds, or -1
 	nodes    []Backend
 	cfg      config
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
@@ -39,6 +40,12 @@ func (l *Lock) Key() string { return l.key }
 // granted the lock, unique per acquisition (a UUID v4). Only the holder of
 // the token can release or extend the lock.
 func (l *Lock) Token() string { return l.token }
+
+// Slot returns the semaphore slot this lock holds, in [0, permits), when
+// it is a permit returned by a Semaphore, and -1 for a plain lock. Fencing
+// tokens of a semaphore are counted per slot: a fenced resource keeps the
+// highest Fence it has seen for each slot and refuses lower ones.
+func (l *Lock) Slot() int { return l.slot }
 
 // Fence returns the lock's fencing token: a number that is strictly
 // greater than that of every earlier holder of the key, to be sent along
