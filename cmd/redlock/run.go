@@ -42,10 +42,13 @@ const (
 	exitNotExecutable = 126
 )
 
-const runUsage = `usage: redlock run --key K [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+const runUsage = `usage: redlock run --key K [--permits P] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
 
 Runs command only while holding the distributed lock K: a flock for cron
-jobs that run on many hosts. The lock is renewed every TTL/3 while the
+jobs that run on many hosts. With --permits P, K names a semaphore of P
+permits instead, and command runs while holding one of them, so at most P
+copies run at once across the hosts (the permits are the locks
+K:permit:0 to K:permit:P-1; "busy" then means all P were held). The lock is renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
 --grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
@@ -83,6 +86,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
 	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
+	permits := fs.Int("permits", 0, "run while holding one of this many permits of the semaphore --key (0: a plain lock)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -104,6 +108,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("--wait %v is negative", *wait)
 	case *grace < 0:
 		return usage("--grace %v is negative", *grace)
+	case *permits < 0:
+		return usage("--permits %d is negative", *permits)
 	}
 	nodes, err := runNodes(*addrs, lookup)
 	if err != nil {
@@ -120,6 +126,10 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("%v", err)
 	}
 	defer closer.Close()
+	do, what, err := holder(locker, *key, *permits)
+	if err != nil {
+		return usage("%v", err)
+	}
 
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -129,7 +139,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		status   int
 		startErr error
 	)
-	err = locker.Do(ctx, *key, func(ctx context.Context) error {
+	err = do(ctx, func(ctx context.Context) error {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 		ownGroup(cmd)
@@ -148,7 +158,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: %v\n", startErr)
 		return status
 	case errors.Is(err, redlock.ErrLockLost):
-		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", *key, status, err)
+		fmt.Fprintf(stderr, "redlock run: lost %s while the command ran (status %d): %v\n", what, status, err)
 		return exitLost
 	case started:
 		if err != nil { // the command ran; only the release failed
@@ -161,7 +171,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: interrupted before the command started: %v\n", err)
 		return exitInterrupted
 	case errors.Is(err, redlock.ErrNotAcquired):
-		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", *key, err)
+		fmt.Fprintf(stderr, "redlock run: could not take %s: held elsewhere; not running the command: %v\n", what, err)
 		return exitBusy
 	case errors.Is(err, redlock.ErrUnavailable):
 		fmt.Fprintf(stderr, "redlock run: too few masters answered; not running the command: %v\n", err)
@@ -169,6 +179,24 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	fmt.Fprintf(stderr, "redlock run: %v\n", err)
 	return 1
+}
+
+// holder returns how to run a function while holding the lock key, or
+// one of permits permits of the semaphore key when permits > 0, and what
+// it holds, for messages.
+func holder(locker redlock.Locker, key string, permits int) (func(context.Context, func(context.Context) error) error, string, error) {
+	if permits == 0 {
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return locker.Do(ctx, key, fn)
+		}, fmt.Sprintf("lock %q", key), nil
+	}
+	sem, err := redlock.NewSemaphore(locker, key, permits)
+	if err != nil {
+		return nil, "", err
+	}
+	return func(ctx context.Context, fn func(context.Context) error) error {
+		return sem.Do(ctx, fn)
+	}, fmt.Sprintf("a permit of semaphore %q (%d permits)", key, permits), nil
 }
 
 // startStatus is the status a shell reports for a command that could not
