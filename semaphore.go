@@ -366,9 +366,12 @@ func (sw *semWaiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock
 
 // watch subscribes every slot's waiter to its releases, then attempts the
 // slots it is first in line for: a release before the subscriptions is
-// caught by that attempt, every later one by an announcement.
+// caught by that attempt, every later one by an announcement. It joins the
+// slots' lines in slot order, whatever its order of attempts, so that of
+// two waiters of a locker the one that came first is ahead in every line.
 func (sw *semWaiter) watch() (*Lock, error) {
-	for _, w := range sw.slots {
+	for i := range sw.slots {
+		w := sw.slots[slices.Index(sw.index, i)]
 		w.watched = true
 		w.watch()
 	}
