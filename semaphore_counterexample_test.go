@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/fakenode"
+	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -70,6 +71,15 @@ func TestSemaphoreBoundHoldsUnderTheSamePartition(t *testing.T) {
 	}
 }
 
+// TestSemaphoreBoundHoldsUnderPartitionAndContention: the three
+// partitioned clients' workers compete for the two permits at once,
+// waiting with Retry; holders never exceed two.
+func TestSemaphoreBoundHoldsUnderPartitionAndContention(t *testing.T) {
+	_, bs := minis(t, 3)
+	slots := newPartitionedSemaphores(t, bs, 2, redlock.WithStrategy(redlock.Retry(60, 2*time.Millisecond)))
+	locktest.PermitsAcross(t, slots.sems, 9, 15)
+}
+
 // naiveCounters is the unsafe scheme: every node admits a client while
 // fewer than permits clients are counted there, and a client holds a
 // permit when a majority of nodes admitted it.
@@ -123,7 +133,7 @@ type partitionedSemaphores struct {
 	held map[int]*redlock.Lock
 }
 
-func newPartitionedSemaphores(t *testing.T, bs []redlock.Backend, permits int) *partitionedSemaphores {
+func newPartitionedSemaphores(t *testing.T, bs []redlock.Backend, permits int, opts ...redlock.Option) *partitionedSemaphores {
 	p := &partitionedSemaphores{held: map[int]*redlock.Lock{}}
 	for c, reach := range partition {
 		nodes, fakes := fakenode.WrapAll(bs)
@@ -136,14 +146,15 @@ func newPartitionedSemaphores(t *testing.T, bs []redlock.Backend, permits int) *
 		}
 		r, err := redlock.New(plainAll(nodes, fakes), redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err, "client %d", c)
-		sem, err := redlock.NewSemaphore(r, "jobs", permits)
+		sem, err := redlock.NewSemaphore(r, "jobs", permits, opts...)
 		require.NoError(t, err)
 		p.sems = append(p.sems, sem)
 	}
 	return p
 }
 
-// plainAll hides the fakes' Notifier: with Reject nobody waits.
+// plainAll hides the fakes' Notifier, which the partition would not
+// reach: waiters sleep out their delays.
 func plainAll(nodes []redlock.Backend, fakes []*fakenode.Node) []redlock.Backend {
 	for i, f := range fakes {
 		nodes[i] = fakenode.Plain(f)

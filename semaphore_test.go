@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -307,4 +308,36 @@ func TestSemaphoreBadInput(t *testing.T) {
 	assert.ErrorIs(t, sem.Do(t.Context(), nil), redlock.ErrInvalid, "nil function")
 	assert.ErrorIs(t, sem.Do(t.Context(), func(context.Context) error { return nil }, redlock.WithRenewEvery(time.Hour)),
 		redlock.ErrInvalid, "a renewal slower than the TTL")
+}
+
+// TestSemaphoreObserverEvents: one EventAcquire per call, keyed by the
+// granted slot (the name when none was); refused slots are contention on
+// their own keys.
+func TestSemaphoreObserverEvents(t *testing.T) {
+	_, bs := minis(t, 1)
+	var mu sync.Mutex
+	var events []redlock.Event
+	obs := redlock.ObserverFunc(func(e redlock.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
+	sem := semaphore(t, bs, 2, redlock.WithObserver(obs), redlock.WithStrategy(redlock.Reject()))
+	held := fill(t, sem)
+	_, err := sem.Acquire(t.Context())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	mu.Lock()
+	seen := slices.Clone(events)
+	mu.Unlock()
+	var acquires []string
+	contention := map[string]bool{}
+	for _, e := range seen {
+		switch e.Kind {
+		case redlock.EventAcquire:
+			acquires = append(acquires, e.Key)
+		case redlock.EventContention:
+			contention[e.Key] = true
+		}
+	}
+	assert.Equal(t, []string{held[0].Key(), held[1].Key(), "jobs"}, acquires)
+	assert.Equal(t, map[string]bool{sem.SlotKey(0): true, sem.SlotKey(1): true}, contention, "the full semaphore refused on both slots")
+	for _, l := range held {
+		require.NoError(t, l.Unlock(t.Context()))
+	}
 }

@@ -40,6 +40,20 @@ func Permits(t testing.TB, sem *redlock.Semaphore, workers, rounds int, held fun
 	c.run(t)
 }
 
+// PermitsAcross is Permits with the workers' acquisitions spread over
+// sems, semaphores of one name and count on lockers of their own (as many
+// processes would have): together they must still admit no more holders
+// than the permits.
+func PermitsAcross(t testing.TB, sems []*redlock.Semaphore, workers, rounds int) {
+	t.Helper()
+	var next atomic.Int64
+	c := contention{name: sems[0].Name(), bound: sems[0].Permits(), workers: workers, rounds: rounds,
+		acquire: func(ctx context.Context) (*redlock.Lock, error) {
+			return sems[int(next.Add(1))%len(sems)].Acquire(ctx)
+		}}
+	c.run(t)
+}
+
 // contention is one Counter or Permits run: at most bound holders of
 // name at once, each acquired with acquire.
 type contention struct {
