@@ -101,6 +101,26 @@ func TestSemaphoreCrashedHoldersPermitExpires(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
+// TestRealServersSemaphoreCrashedHoldersPermitExpires: another process
+// takes every permit and dies without a word; its permits expire on the
+// servers' own clocks, and a waiter (woken by its delays: an expiry
+// announces nothing) takes one.
+func TestRealServersSemaphoreCrashedHoldersPermitExpires(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			crashed := fill(t, semaphore(t, bs, 2, redlock.WithTTL(3*time.Second))) // never unlocked
+			sem := semaphore(t, bs, 2, redlock.WithTTL(3*time.Second))
+			_, err := sem.Acquire(t.Context(), redlock.WithStrategy(redlock.Reject()))
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "full while the crashed holder's permits live")
+			l, err := sem.Acquire(t.Context(), redlock.WithStrategy(redlock.Retry(8, 20*time.Millisecond))) // waits up to 5 s
+			require.NoError(t, err, "a permit whose TTL passed is free again")
+			assert.Contains(t, []int{crashed[0].Slot(), crashed[1].Slot()}, l.Slot())
+			require.NoError(t, l.Unlock(t.Context()))
+		})
+	}
+}
+
 func TestSemaphoreRetryWaitsThenTimesOut(t *testing.T) {
 	_, bs := minis(t, 3)
 	clk := newFakeClock()
