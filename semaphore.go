@@ -123,8 +123,14 @@ func (sm *Semaphore) Name() string { return sm.name }
 // Permits returns how many holders the semaphore admits at once.
 func (sm *Semaphore) Permits() int { return len(sm.keys) }
 
-// SlotKey returns the lock key of slot i, in [0, Permits()).
-func (sm *Semaphore) SlotKey(i int) string { return sm.keys[i] }
+// SlotKey returns the lock key of slot i, in [0, Permits()), and "" for
+// any other i.
+func (sm *Semaphore) SlotKey(i int) string {
+	if i < 0 || i >= len(sm.keys) {
+		return ""
+	}
+	return sm.keys[i]
+}
 
 // config merges the locker's options, the semaphore's and a call's.
 func (sm *Semaphore) config(opts []Option) (*config, error) {

@@ -318,6 +318,9 @@ func TestSemaphoreBadInput(t *testing.T) {
 	}
 	sem, err := redlock.NewSemaphore(lk, "s", redlock.MaxPermits)
 	require.NoError(t, err, "MaxPermits is allowed")
+	assert.Equal(t, "s:permit:255", sem.SlotKey(redlock.MaxPermits-1))
+	assert.Empty(t, sem.SlotKey(-1), "no such slot")
+	assert.Empty(t, sem.SlotKey(redlock.MaxPermits), "no such slot")
 	//nolint:staticcheck // a nil context is the bad input under test
 	_, err = sem.Acquire(nil)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "nil context")
