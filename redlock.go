@@ -28,6 +28,10 @@
 // release instead of sleeping out their delay (hand-off, [WithHandoff]).
 // An [Observer] sees every operation; nothing is logged by default.
 //
+// A [Semaphore] admits at most K holders of a name at once: its permits
+// are locks on K slots, so a permit renews, is lost and is fenced like a
+// lock, and the bound holds under the same assumptions as the lock's.
+//
 // # Safety assumptions
 //
 // A Redlock is safe while (1) the nodes' clocks run at the same rate as the

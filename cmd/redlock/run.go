@@ -42,12 +42,16 @@ const (
 	exitNotExecutable = 126
 )
 
-const runUsage = `usage: redlock run --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+const runUsage = `usage: redlock run --key K [--key K2 ...] [--permits P] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
 
 Runs command only while holding the distributed lock K: a flock for cron
 jobs that run on many hosts. Several --key flags take several locks at
 once, all or nothing (redlock's DoMany): the command runs only while it
-holds every one of them. The lock is renewed every TTL/3 while the
+holds every one of them. With --permits P (and one --key), K names a
+semaphore of P permits instead, and command runs while holding one of
+them, so at most P copies run at once across the hosts (the permits are
+the locks K:permit:0 to K:permit:P-1; "busy" then means all P were
+held). The lock is renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
 --grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
@@ -89,6 +93,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
 	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
+	permits := fs.Int("permits", 0, "run while holding one of this many permits of the semaphore --key (0: a plain lock)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,6 +115,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("--wait %v is negative", *wait)
 	case *grace < 0:
 		return usage("--grace %v is negative", *grace)
+	case *permits < 0:
+		return usage("--permits %d is negative", *permits)
 	}
 	nodes, err := runNodes(*addrs, lookup)
 	if err != nil {
@@ -126,6 +133,10 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("%v", err)
 	}
 	defer closer.Close()
+	do, what, err := holder(locker, keys, *permits)
+	if err != nil {
+		return usage("%v", err)
+	}
 
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -135,8 +146,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		status   int
 		startErr error
 	)
-	name := strings.Join(keys, ", ")
-	err = holding(ctx, locker, keys, func(ctx context.Context) error {
+	err = do(ctx, func(ctx context.Context) error {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 		ownGroup(cmd)
@@ -155,7 +165,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: %v\n", startErr)
 		return status
 	case errors.Is(err, redlock.ErrLockLost):
-		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", name, status, err)
+		fmt.Fprintf(stderr, "redlock run: lost %s while the command ran (status %d): %v\n", what, status, err)
 		return exitLost
 	case started:
 		if err != nil { // the command ran; only the release failed
@@ -168,7 +178,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: interrupted before the command started: %v\n", err)
 		return exitInterrupted
 	case errors.Is(err, redlock.ErrNotAcquired):
-		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", name, err)
+		fmt.Fprintf(stderr, "redlock run: could not take %s: held elsewhere; not running the command: %v\n", what, err)
 		return exitBusy
 	case errors.Is(err, redlock.ErrUnavailable):
 		fmt.Fprintf(stderr, "redlock run: too few masters answered; not running the command: %v\n", err)
@@ -178,16 +188,33 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	return 1
 }
 
-// holding runs fn under Do for one key, and under DoMany for several.
-func holding(ctx context.Context, locker redlock.Locker, keys []string, fn func(context.Context) error) error {
-	if len(keys) == 1 {
-		return locker.Do(ctx, keys[0], fn)
+// holder returns how to run a function while holding the lock key (Do),
+// the locks keys all at once (DoMany), or one of permits permits of the
+// semaphore keys[0] when permits > 0, and what it holds, for messages.
+func holder(locker redlock.Locker, keys []string, permits int) (func(context.Context, func(context.Context) error) error, string, error) {
+	switch {
+	case permits > 0 && len(keys) > 1:
+		return nil, "", fmt.Errorf("--permits takes one --key (the semaphore's name), not %d", len(keys))
+	case permits > 0:
+		sem, err := redlock.NewSemaphore(locker, keys[0], permits)
+		if err != nil {
+			return nil, "", err
+		}
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return sem.Do(ctx, fn)
+		}, fmt.Sprintf("a permit of semaphore %q (%d permits)", keys[0], permits), nil
+	case len(keys) == 1:
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return locker.Do(ctx, keys[0], fn)
+		}, fmt.Sprintf("lock %q", keys[0]), nil
 	}
 	sets, ok := locker.(redlock.KeySetLocker)
 	if !ok {
-		return fmt.Errorf("%w: %T cannot lock several keys at once", redlock.ErrInvalid, locker)
+		return nil, "", fmt.Errorf("%w: %T cannot lock several keys at once", redlock.ErrInvalid, locker)
 	}
-	return sets.DoMany(ctx, keys, fn)
+	return func(ctx context.Context, fn func(context.Context) error) error {
+		return sets.DoMany(ctx, keys, fn)
+	}, fmt.Sprintf("locks %q", keys), nil
 }
 
 // startStatus is the status a shell reports for a command that could not
