@@ -42,6 +42,9 @@ func TestSemaphoreNemesis(t *testing.T) {
 	})
 }
 
+// semNemesisName is the nemesis's semaphore.
+const semNemesisName = "nemesis-sem"
+
 // semNemesisRun is the semaphore nemesis's set-up.
 type semNemesisRun struct {
 	seed                 uint64
@@ -64,7 +67,7 @@ type semNemesisTally struct {
 // runSemaphoreNemesis runs the acquirers while the nemesis changes faults
 // on random minorities, then checks everything.
 func runSemaphoreNemesis(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun) {
-	const name = "nemesis-sem"
+	const name = semNemesisName
 	t.Logf("semaphore nemesis seed %d (replay: %s=%d), duration %v, TTL %v, node timeout %v, %d processes × %d acquirers, %d permits",
 		cfg.seed, nemesisSeedEnv, cfg.seed, cfg.duration, cfg.ttl, cfg.nodeTimeout, cfg.processes, cfg.acquirers, cfg.permits)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -175,6 +178,7 @@ func semNemesisVerify(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun, tl *
 	floor := int(cfg.duration / time.Second)
 	assert.GreaterOrEqual(t, st.Acquisitions, floor, "too few permits (%d) for %v: the run tested little", st.Acquisitions, cfg.duration)
 	assert.Positive(t, tl.fenced.Load(), "fenced acquirers got permits too")
+	assert.Equal(t, cfg.permits, tl.chk.MostInside(semNemesisName), "the permits were all held at once: the bound was tested")
 	assert.Positive(t, faults[faultproxy.Late]+faults[faultproxy.LoseReply]+faults[faultproxy.Stall], "faults were injected")
 }
 

@@ -267,13 +267,22 @@ func (c *Checker) Overlaps() []Overlap {
 	return out
 }
 
-// overlapsOf sweeps the sections of one key by start: the holders inside
-// at a section's start are the earlier sections still valid then, and the
-// count of holders inside only grows at a start, so checking every start
-// finds every moment with too many.
+// overlapsOf judges the sections of one key.
 func overlapsOf(key string, bound int, ss []Section) []Overlap {
-	slices.SortFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
 	var out []Overlap
+	sweep(ss, func(active []Section, s Section) {
+		out = append(out, violations(key, bound, active, s)...)
+	})
+	return out
+}
+
+// sweep calls at, by start, for every section of one key with a valid
+// interval, with the earlier sections still valid at its start: the
+// holders inside then. The count of holders inside only grows at a
+// start, so looking at every start sees every moment.
+func sweep(ss []Section, at func(active []Section, s Section)) {
+	ss = slices.Clone(ss)
+	slices.SortFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
 	var active []Section // earlier sections not yet known to have ended before the current start
 	for _, s := range ss {
 		kept := active[:0]
@@ -284,11 +293,38 @@ func overlapsOf(key string, bound int, ss []Section) []Overlap {
 		}
 		active = kept
 		if s.ValidEnd().After(s.Start) {
-			out = append(out, violations(key, bound, active, s)...)
+			at(active, s)
 		}
 		active = append(active, s)
 	}
-	return out
+}
+
+// MostInside returns the most holders of key ever inside at once with
+// valid sections (a set's section counts for each of its keys): with a
+// bound, a run that never reached it tested the bound little.
+func (c *Checker) MostInside(key string) int {
+	var ss []Section
+	for _, s := range c.Sections() {
+		if slices.Contains(s.Held(), key) {
+			ss = append(ss, s)
+		}
+	}
+	most := 0
+	sweep(ss, func(active []Section, s Section) {
+		most = max(most, len(otherHolders(active, s))+1)
+	})
+	return most
+}
+
+// otherHolders returns one of active's sections per holder other than s's.
+func otherHolders(active []Section, s Section) []Section {
+	var others []Section
+	for _, a := range active {
+		if a.Holder != s.Holder && !slices.ContainsFunc(others, func(o Section) bool { return o.Holder == a.Holder }) {
+			others = append(others, a)
+		}
+	}
+	return others
 }
 
 // violations judges s entering while active were inside: against each
@@ -304,12 +340,7 @@ func violations(key string, bound int, active []Section, s Section) []Overlap {
 		}
 		return out
 	}
-	var others []Section // one section per other holder
-	for _, a := range active {
-		if a.Holder != s.Holder && !slices.ContainsFunc(others, func(o Section) bool { return o.Holder == a.Holder }) {
-			others = append(others, a)
-		}
-	}
+	others := otherHolders(active, s)
 	if len(others) < bound {
 		return nil
 	}

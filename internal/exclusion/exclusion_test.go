@@ -234,6 +234,7 @@ func TestBoundAdmitsUpToItsHolders(t *testing.T) {
 	c.Record(sec("sem", "b", 50, 150, 1000))
 	c.Record(sec("sem", "c", 100, 200, 1000)) // a left as c entered: two inside
 	assert.Empty(t, c.Overlaps(), "two holders at once are within the bound")
+	assert.Equal(t, 2, c.MostInside("sem"), "the bound was reached")
 
 	c.Record(sec("sem", "d", 120, 130, 1000)) // b, c and d inside
 	ov := c.Overlaps()
@@ -244,6 +245,7 @@ func TestBoundAdmitsUpToItsHolders(t *testing.T) {
 	assert.Equal(t, at(120), ov[0].From)
 	assert.Equal(t, at(130), ov[0].To, "three inside until d left")
 	assert.Contains(t, ov[0].String(), "3 holders at once (bound 2)")
+	assert.Equal(t, 3, c.MostInside("sem"))
 	assert.Equal(t, 1, c.Stats().Overlaps)
 }
 
@@ -258,6 +260,7 @@ func TestBoundCountsValidityNotPresence(t *testing.T) {
 	c.Record(sec("sem", "b", 60, 70, 1000)) // b inside twice: still one holder
 	c.Record(sec("sem", "c", 100, 300, 1000))
 	assert.Empty(t, c.Overlaps())
+	assert.Equal(t, 2, c.MostInside("sem"), "a past its validity, b once")
 
 	c.Bound("none", 0)
 	c.Record(sec("none", "x", 0, 10, 1000))
