@@ -46,6 +46,18 @@ import (
 // stop returns, its callback is out of the bookkeeping, so it is not
 // called again.
 //
+// A Redis Cluster node has one hub per hash slot, in sharded mode
+// (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a dedicated connection to
+// the slot's master, which rueidis picks by the slot of the connection's
+// first command, so a round on a new connection that would not start
+// with an SSUBSCRIBE (only a PING, when every waiter left) is not sent.
+// When the slot moves to another master (a migration, a failover), its
+// old master drops the slot's subscriptions (a sunsubscribe the hub did
+// not ask for, seen by the OnSubscription hook) or answers MOVED (a failed
+// round, after which rueidis refreshes its slot map): the hub then closes
+// the connection and, as after a drop, opens one to the slot's master,
+// subscribes every channel there anew, and wakes the waiters with "".
+//
 // The goroutine outlives the last stop while it finishes what it was
 // doing: a write, bounded by subscribeTimeout and abandoned at once, or
 // opening a connection, which rueidis bounds by the client's
@@ -54,6 +66,10 @@ import (
 // does not answer.
 type hub struct {
 	c rueidis.Client
+
+	// sharded makes the hub subscribe with SSUBSCRIBE and SUNSUBSCRIBE
+	// (a Redis Cluster node's hub, one per hash slot, see cluster.go).
+	sharded bool
 
 	mu  sync.Mutex
 	sub *subscription // nil while nobody waits
@@ -108,6 +124,10 @@ const subscribeTimeout = time.Second
 // errConnectionLost is the error of a connection that rueidis closed
 // without telling why.
 var errConnectionLost = errors.New("rueidisnode: pub/sub connection lost")
+
+// errSlotMoved is the error of a sharded connection whose node dropped
+// the subscriptions of the hub's slot: the slot moved.
+var errSlotMoved = errors.New("rueidisnode: the node dropped the slot's subscriptions (the slot moved)")
 
 func (h *hub) notify(ctx context.Context, key string, released func(string)) (func(), error) {
 	if err := ctx.Err(); err != nil {
@@ -209,8 +229,13 @@ func (s *subscription) run() {
 		default:
 		}
 		dc := s.dedicate()
-		lost := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.dispatch})
-		confirmed, err := s.serve(dc, lost)
+		moved := make(chan struct{}, 1)
+		hooks := rueidis.PubSubHooks{OnMessage: s.dispatch}
+		if s.h.sharded {
+			hooks.OnSubscription = func(m rueidis.PubSubSubscription) { s.unsubscribed(m, moved) }
+		}
+		lost := dc.SetPubSubHooks(hooks)
+		confirmed, err := s.serve(dc, conn{lost: lost, moved: moved})
 		dc.Close() // closes the connection; rueidis drops it from its pool
 		if confirmed {
 			pause = retryPause
@@ -245,16 +270,32 @@ func (s *subscription) dedicate() rueidis.DedicatedClient {
 	return dc
 }
 
+// conn is what serve watches of a connection: rueidis's hooks channel,
+// which delivers the error that closed it, and moved, signalled when a
+// sharded connection's node dropped the slot's subscriptions.
+type conn struct {
+	lost  <-chan error
+	moved <-chan struct{}
+}
+
 // serve writes rounds on dc whenever the bookkeeping changes, until the
 // last waiter leaves (nil error) or the connection fails. confirmed tells
 // whether a round succeeded.
-func (s *subscription) serve(dc rueidis.DedicatedClient, lost <-chan error) (confirmed bool, err error) {
+func (s *subscription) serve(dc rueidis.DedicatedClient, cn conn) (confirmed bool, err error) {
+	bound := false // a sharded connection: a round with SSUBSCRIBE was sent
 	for {
 		s.h.mu.Lock()
 		p := s.planLocked()
 		s.h.mu.Unlock()
 		if !p.empty() {
-			err := s.flush(dc, p)
+			var err error
+			if s.h.sharded && !bound && len(p.subscribe) == 0 {
+				// Nothing to subscribe, so no waiter to confirm: a PING
+				// alone would bind the connection to a random node.
+			} else {
+				bound = true
+				err = s.flush(dc, p)
+			}
 			s.h.mu.Lock()
 			if err != nil {
 				s.failedLocked(p, err)
@@ -270,11 +311,13 @@ func (s *subscription) serve(dc rueidis.DedicatedClient, lost <-chan error) (con
 		select {
 		case <-s.closing:
 			return confirmed, nil
-		case err, open := <-lost:
+		case err, open := <-cn.lost:
 			if !open || err == nil {
 				err = errConnectionLost
 			}
 			return confirmed, err
+		case <-cn.moved:
+			return confirmed, errSlotMoved
 		case <-s.kick:
 		}
 	}
@@ -327,10 +370,18 @@ func (s *subscription) flush(dc rueidis.DedicatedClient, p plan) error {
 	defer cancel()
 	round := make(rueidis.Commands, 0, 3)
 	if len(p.unsubscribe) > 0 {
-		round = append(round, dc.B().Unsubscribe().Channel(p.unsubscribe...).Build())
+		if s.h.sharded {
+			round = append(round, dc.B().Sunsubscribe().Channel(p.unsubscribe...).Build())
+		} else {
+			round = append(round, dc.B().Unsubscribe().Channel(p.unsubscribe...).Build())
+		}
 	}
 	if len(p.subscribe) > 0 {
-		round = append(round, dc.B().Subscribe().Channel(p.subscribe...).Build())
+		if s.h.sharded {
+			round = append(round, dc.B().Ssubscribe().Channel(p.subscribe...).Build())
+		} else {
+			round = append(round, dc.B().Subscribe().Channel(p.subscribe...).Build())
+		}
 	}
 	pubsub := len(round)
 	if p.ping() && !s.resp2 {
@@ -403,6 +454,26 @@ func (s *subscription) lostLocked(error) {
 	for _, cw := range s.channels {
 		if cw.ok {
 			s.resync = true
+		}
+	}
+}
+
+// unsubscribed is the OnSubscription hook of a sharded connection, called
+// by rueidis's reading goroutine: a sunsubscribe of a channel that has
+// waiters and that the hub has not unsubscribed is the node dropping the
+// slot's subscriptions, and signals moved. (The hub's own SUNSUBSCRIBE
+// concerns a channel it removed from written when it planned it.)
+func (s *subscription) unsubscribed(m rueidis.PubSubSubscription, moved chan<- struct{}) {
+	if m.Kind != "sunsubscribe" {
+		return
+	}
+	s.h.mu.Lock()
+	dropped := s.channels[m.Channel] != nil && s.written[m.Channel]
+	s.h.mu.Unlock()
+	if dropped {
+		select {
+		case moved <- struct{}{}:
+		default: // already signalled
 		}
 	}
 }

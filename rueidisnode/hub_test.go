@@ -236,6 +236,22 @@ func TestNewRefusesClientsItDoesNotSupport(t *testing.T) {
 	b, err = New(withReplica)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "replicas")
 	assert.Nil(t, b)
+
+	// Options told with WithClientOption are checked, for a standalone
+	// client too.
+	for name, change := range map[string]func(*rueidis.ClientOption){
+		"ConnLifetime": func(o *rueidis.ClientOption) { o.ConnLifetime = time.Hour },
+		"sentinel":     func(o *rueidis.ClientOption) { o.Sentinel.MasterSet = "mymaster" },
+	} {
+		opt := clientOption([]string{m.Addr()}, single)
+		change(&opt)
+		b, err = New(client(t, m.Addr(), single), WithClientOption(opt))
+		assert.ErrorIs(t, err, redlock.ErrInvalid, name)
+		assert.Nil(t, b)
+	}
+	b, err = New(client(t, m.Addr(), single), WithClientOption(clientOption([]string{m.Addr()}, single)))
+	require.NoError(t, err)
+	assert.Equal(t, m.Addr(), b.Name(), "a standalone node keeps its address as its name")
 }
 
 // TestDatabasesOfOneServer: databases of one server are one node, since
