@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/backendtest"
 	"github.com/quorumlock/redlock/goredis"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -41,6 +43,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Handoff", func(t *testing.T) { clusterHandoff(t, cl, seeds) })
 	t.Run("InteropWithGoRedis", func(t *testing.T) { clusterInterop(t, seeds) })
 	t.Run("LostReplies", func(t *testing.T) { clusterLostReplies(t, seeds) })
+	t.Run("SlotMoved", func(t *testing.T) { clusterSlotMoved(t, seeds) }) // last: it reassigns a slot
 }
 
 // clusterNodeOf is the rueidis node of a fresh cluster client seeded with
@@ -312,4 +315,77 @@ func clusterLostReplies(t *testing.T, seeds []string) {
 	require.Error(t, err, "the reply was lost: the outcome is unknown")
 	assert.Equal(t, evalsha+1, total("evalsha"), "the release ran once: never resent")
 	assert.Zero(t, cc.Exists(t.Context(), "{"+key+"}").Val(), "the release ran")
+}
+
+// clusterSlotMoved: a waiter's hub follows its slot to another master.
+// The slot (no key in it) is reassigned by hand (CLUSTER SETSLOT NODE on
+// every master); the old owner drops the slot's sharded subscriptions,
+// and the hub subscribes on the new owner, telling the waiter that a
+// release may have been missed, and then hears releases there.
+func clusterSlotMoved(t *testing.T, seeds []string) {
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	g := clusterNodeOf(t, seeds)
+	key := "moved:{" + fresh("t") + "}"
+	heard := make(chan string, 16)
+	stop, err := g.Notify(ctx, key, func(p string) {
+		select {
+		case heard <- p:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	defer stop()
+
+	cc := redistest.ClusterClient(t, seeds...)
+	src, err := cc.MasterForKey(ctx, key)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var masters []string
+	require.NoError(t, cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters = append(masters, c.Options().Addr)
+		return nil
+	}))
+	var dst *redis.Client
+	for _, addr := range masters {
+		if addr != src.Options().Addr {
+			dst = redistest.Client(t, addr)
+		}
+	}
+	channel := redlock.ReleaseChannel(key)
+	shardSubs := func(c *redis.Client) int64 { return c.PubSubShardNumSub(ctx, channel).Val()[channel] }
+	require.Equal(t, int64(1), shardSubs(src), "subscribed on the slot's owner")
+
+	dstID, err := dst.Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	for _, addr := range masters {
+		require.NoError(t, redistest.Client(t, addr).Do(ctx, "CLUSTER", "SETSLOT", hashslot.Of(key), "NODE", dstID).Err())
+	}
+	select {
+	case p := <-heard:
+		assert.Empty(t, p, "a release may have been missed: payload \"\"")
+	case <-ctx.Done():
+		t.Fatal("the waiter was not told that its subscription moved")
+	}
+	assert.Equal(t, int64(1), shardSubs(dst), "subscribed on the new owner")
+	assert.Zero(t, shardSubs(src), "and no more on the old one")
+
+	ok, err := g.Acquire(ctx, key, "tok", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = g.Release(ctx, key, "tok", true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for {
+		select {
+		case p := <-heard:
+			if p == "tok" {
+				return // the release on the new owner was heard
+			}
+		case <-ctx.Done():
+			t.Fatal("the release on the new owner was not heard")
+		}
+	}
 }
