@@ -114,6 +114,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"Extend", extendChecks},
 		{"Fencer", fencerChecks},
 		{"Notifier", notifierChecks},
+		{"Peeker", peekerChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},
 	}
