@@ -1,0 +1,110 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/stretchr/testify/require"
+)
+
+// electionKinds are the node sets the election tests run on: miniredis
+// (its clock moves only by FastForward) and real redis-server processes.
+var electionKinds = []string{"mini", "real"}
+
+// electionNodes returns n nodes of a kind, and for miniredis the servers.
+func electionNodes(t *testing.T, kind string, n int) ([]redlock.Backend, []interface{ Del(string) bool }) {
+	t.Helper()
+	if kind == "real" {
+		_, bs := realNodes(t, n)
+		return bs, nil
+	}
+	ms, bs := minis(t, n)
+	dels := make([]interface{ Del(string) bool }, n)
+	for i, m := range ms {
+		dels[i] = m
+	}
+	return bs, dels
+}
+
+// newElection builds an election named name on its own locker over bs:
+// one locker per campaigner stands for one process.
+func newElection(t *testing.T, bs []redlock.Backend, name string, opts ...redlock.Option) *redlock.Election {
+	t.Helper()
+	e, err := redlock.NewElection(lockerFor(t, bs), name, opts...)
+	require.NoError(t, err)
+	return e
+}
+
+// leaderEvents collects what Observe sends, until the test ends.
+type leaderEvents struct {
+	mu     sync.Mutex
+	events []redlock.Leader
+	done   chan struct{} // closed when Observe's channel closed
+}
+
+// observe starts Observe on e for the rest of the test; cleanup cancels it
+// and waits for its channel to close.
+func observe(t *testing.T, e *redlock.Election) *leaderEvents {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := e.Observe(ctx)
+	require.NoError(t, err)
+	ev := &leaderEvents{done: make(chan struct{})}
+	go func() {
+		defer close(ev.done)
+		for l := range ch {
+			ev.mu.Lock()
+			ev.events = append(ev.events, l)
+			ev.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-ev.done
+	})
+	return ev
+}
+
+func (ev *leaderEvents) all() []redlock.Leader {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return slices.Clone(ev.events)
+}
+
+// waitFor waits until the last event is want.
+func (ev *leaderEvents) waitFor(t *testing.T, want redlock.Leader) {
+	t.Helper()
+	testwait.Until(t, fmt.Sprintf("Observe reporting %+v", want), func() bool {
+		all := ev.all()
+		return len(all) > 0 && all[len(all)-1] == want
+	})
+}
+
+// checkOrder fails t unless consecutive events differ and the terms of
+// the leaders reported strictly increase.
+func checkOrder(t *testing.T, events []redlock.Leader) {
+	t.Helper()
+	var last int64
+	for i, l := range events {
+		if i > 0 && l == events[i-1] {
+			t.Errorf("event %d repeats %+v: %v", i, l, events)
+		}
+		if l == (redlock.Leader{}) {
+			continue
+		}
+		if l.Term <= last {
+			t.Errorf("event %d: term %d after term %d, want strictly increasing: %v", i, l.Term, last, events)
+		}
+		last = l.Term
+	}
+}
+
+// leaders returns the events that name a leader, in order.
+func leaders(events []redlock.Leader) []redlock.Leader {
+	return slices.DeleteFunc(slices.Clone(events), func(l redlock.Leader) bool { return l == redlock.Leader{} })
+}
