@@ -7,8 +7,13 @@ import (
 	"sync"
 	"testing"
 
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,19 +21,54 @@ import (
 // (its clock moves only by FastForward) and real redis-server processes.
 var electionKinds = []string{"mini", "real"}
 
-// electionNodes returns n nodes of a kind, and for miniredis the servers.
-func electionNodes(t *testing.T, kind string, n int) ([]redlock.Backend, []interface{ Del(string) bool }) {
+// servers are the nodes of a test: miniredis (its clock moves only by
+// FastForward) or real redis-server processes.
+type servers struct {
+	bs    []redlock.Backend
+	minis []*miniredis.Miniredis // for miniredis
+	addrs []string               // for redis-server
+}
+
+// electionNodes starts n servers of a kind.
+func electionNodes(t *testing.T, kind string, n int) servers {
 	t.Helper()
 	if kind == "real" {
-		_, bs := realNodes(t, n)
-		return bs, nil
+		c, bs := realNodes(t, n)
+		return servers{bs: bs, addrs: c.Addrs()}
 	}
 	ms, bs := minis(t, n)
-	dels := make([]interface{ Del(string) bool }, n)
-	for i, m := range ms {
-		dels[i] = m
+	return servers{bs: bs, minis: ms}
+}
+
+// killable returns nodes on the same servers, and kill, after which a
+// leader on those nodes can no longer renew its lease and the lease
+// expires on the servers: the leader's process died. On miniredis kill
+// moves the servers' clocks past every TTL; on redis-server it closes the
+// nodes' clients, and the lease expires after its TTL.
+func (s servers) killable(t *testing.T) ([]redlock.Backend, func()) {
+	t.Helper()
+	if s.minis != nil {
+		bs := make([]redlock.Backend, len(s.minis))
+		for i, m := range s.minis {
+			bs[i] = node(t, redistest.Client(t, m.Addr()))
+		}
+		return bs, func() {
+			for _, m := range s.minis {
+				m.FastForward(time.Hour)
+			}
+		}
 	}
-	return bs, dels
+	bs := make([]redlock.Backend, len(s.addrs))
+	cs := make([]*redis.Client, len(s.addrs))
+	for i, addr := range s.addrs {
+		cs[i] = redistest.Client(t, addr)
+		bs[i] = node(t, cs[i])
+	}
+	return bs, func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}
 }
 
 // newElection builds an election named name on its own locker over bs:

@@ -24,7 +24,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 	for _, kind := range electionKinds {
 		for _, n := range []int{1, 3, 5} {
 			t.Run(fmt.Sprintf("%s/N=%d", kind, n), func(t *testing.T) {
-				bs, _ := electionNodes(t, kind, n)
+				bs := electionNodes(t, kind, n).bs
 				ev := observe(t, newElection(t, bs, "{sched}"))
 				chk := exclusion.New()
 				terms := &termLog{}
@@ -86,7 +86,7 @@ func TestElectionResignHandsOver(t *testing.T) {
 	for _, kind := range electionKinds {
 		for _, n := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s/N=%d", kind, n), func(t *testing.T) {
-				bs, _ := electionNodes(t, kind, n)
+				bs := electionNodes(t, kind, n).bs
 				ev := observe(t, newElection(t, bs, "{sched}"))
 				ev.waitFor(t, redlock.Leader{})
 				a := newElection(t, bs, "{sched}", redlock.WithTTL(time.Minute))
@@ -138,12 +138,12 @@ func campaignAsync(t *testing.T, e *redlock.Election, value string, within time.
 // the leadership: Lost closes, Context ends with ErrLockLost, Resign
 // reports ErrNotHeld, and nobody leads.
 func TestElectionLostLeadership(t *testing.T) {
-	bs, servers := electionNodes(t, "mini", 3)
+	ms, bs := minis(t, 3)
 	e := newElection(t, bs, "{sched}", redlock.WithTTL(600*time.Millisecond))
 	l, err := e.Campaign(t.Context(), "a")
 	require.NoError(t, err)
-	for _, s := range servers {
-		s.Del("{sched}")
+	for _, m := range ms {
+		m.Del("{sched}")
 	}
 	testwait.Until(t, "Lost closing", func() bool {
 		select {
