@@ -45,7 +45,7 @@ func electionNodes(t *testing.T, kind string, n int) servers {
 // expires on the servers: the leader's process died. On miniredis kill
 // moves the servers' clocks past every TTL; on redis-server it closes the
 // nodes' clients, and the lease expires after its TTL.
-func (s servers) killable(t *testing.T) ([]redlock.Backend, func()) {
+func (s servers) killable(t testing.TB) ([]redlock.Backend, func()) {
 	t.Helper()
 	if s.minis != nil {
 		bs := make([]redlock.Backend, len(s.minis))
