@@ -19,12 +19,14 @@ import (
 //
 //   - elected-ms: until the standby's Campaign returned (the lease expires
 //     within the TTL, then the standby's next retry, every TTL/10, wins);
+//
 //   - observed-ms: until the observer's Observe reported the standby
 //     (it sees "no leader" at its next poll, every TTL/3 while a leader is
 //     seen, then polls every TTL/10);
+//
 //   - elected/ttl, observed/ttl: the same as fractions of the TTL.
 //
-//	go test -run '^$' -bench BenchmarkLeaderFailover -benchtime 10x
+//     go test -run '^$' -bench BenchmarkLeaderFailover -benchtime 10x
 func BenchmarkLeaderFailover(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		for _, ttl := range []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second} {
