@@ -18,24 +18,25 @@ type Leader struct {
 // atomic read of the key and its fence counter per node, Peeker, each
 // bounded by the per-node timeout):
 //
-//   - a campaign leads when a quorum of the nodes hold its token; its
-//     term is the quorum-th highest fence counter among the nodes that
-//     hold it, which is exactly the term its Leadership reports once the
-//     campaign's fencing round is done (docs/election.md). A token that a
-//     minority holds is never reported: a minority view can belong to an
-//     attempt that lost, while another campaign holds the key on a
-//     quorum.
+//   - a campaign leads when a quorum of the nodes hold its token, and a
+//     quorum of those hold the same fence counter beside it: that
+//     counter is its term, exactly the term its Leadership reports once
+//     the campaign's fencing round is done (docs/election.md). A token
+//     that a minority holds is never reported: a minority view can belong
+//     to an attempt that lost, while another campaign holds the key on a
+//     quorum. A token on a quorum whose counters do not agree yet (the
+//     winner's fencing round is under way) is not reported either.
 //   - otherwise ErrNoLeader, or an error matching ErrUnavailable when the
 //     nodes that did not answer could have made a quorum for someone.
 //
-// The terms of the leaders Leader reports strictly increase from one
-// campaign to the next, including when one read follows another in real
-// time across processes. A campaign that reached a quorum and is then
-// rolled back (its validity ran out during its round) can be read as the
-// leader for the duration of that round; its term is still greater than
-// every earlier leader's, and smaller than every later one's. During the
+// The terms Leader reports strictly increase from one campaign to the
+// next, including when one read follows another in real time across
+// processes. A campaign that reached a quorum and is then rolled back
+// (its validity ran out during its round) can be read as the leader for
+// the duration of that round; its term is still greater than every
+// earlier one reported, and smaller than every later one. During the
 // winner's fencing round a read may report it with a lower term than its
-// final one.
+// final one, and then with the final one.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if ctx == nil {
 		return Leader{}, invalidf("Leader: nil context")
@@ -77,21 +78,36 @@ func decide(key string, peeks []peek, errs []error) (Leader, error) {
 	}
 	best := 0
 	for tok, fs := range fences {
+		best = max(best, len(fs))
 		if len(fs) < q {
-			best = max(best, len(fs))
 			continue
 		}
-		slices.Sort(fs)
 		value, ok := tokenValue(tok)
 		if !ok {
 			return Leader{}, fmt.Errorf("%w: %q is held by a lock that is not a campaign's", ErrNoLeader, key)
 		}
-		return Leader{Value: value, Term: fs[len(fs)-q]}, nil
+		term, ok := agreed(fs, q)
+		if !ok {
+			return Leader{}, fmt.Errorf("%w: %q: a campaign holds a quorum, its fencing round is under way", ErrNoLeader, key)
+		}
+		return Leader{Value: value, Term: term}, nil
 	}
 	if best+unknown >= q {
 		return Leader{}, fmt.Errorf("%w: reading %q: %d of %d nodes did not answer", ErrUnavailable, key, unknown, len(peeks))
 	}
 	return Leader{}, fmt.Errorf("%w: %q is held by no campaign on a quorum of %d nodes", ErrNoLeader, key, len(peeks))
+}
+
+// agreed returns the counter that at least q of fences share, if any (at
+// most one can: two sets of q nodes intersect).
+func agreed(fences []int64, q int) (int64, bool) {
+	slices.Sort(fences)
+	for i := 0; i+q <= len(fences); i++ {
+		if fences[i] == fences[i+q-1] {
+			return fences[i], true
+		}
+	}
+	return 0, false
 }
 
 // tokenValue returns the value in a campaign's token.

@@ -23,22 +23,27 @@ func hold(t *testing.T, m *miniredis.Miniredis, key, token string, fence int64) 
 	require.NoError(t, m.Set(key+":fence", strconv.FormatInt(fence, 10)))
 }
 
-// Leader reports a token only when a quorum holds it, with the
-// quorum-th highest counter among its holders.
+// Leader reports a token only when a quorum holds it with a quorum of
+// its holders agreeing on the counter, the term.
 func TestLeaderReadsTheQuorum(t *testing.T) {
 	ms, bs := minis(t, 5)
 	e := newElection(t, bs, "{sched}")
 	a := campaignToken("a")
-	for i, f := range []int64{10, 6, 7} {
+	for i, f := range []int64{10, 6, 6, 6} {
 		hold(t, ms[i], "{sched}", a, f)
 	}
-	hold(t, ms[3], "{sched}", campaignToken("b"), 50)
+	hold(t, ms[4], "{sched}", campaignToken("b"), 50)
 	l, err := e.Leader(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, redlock.Leader{Value: "a", Term: 6}, l,
-		"the third highest of 10, 6, 7: every node of a quorum holding a has a counter at least that high")
+		"three holders agree on 6; the 10 is a node whose reply the winner lost")
+
+	hold(t, ms[3], "{sched}", a, 7)
+	_, err = e.Leader(t.Context())
+	assert.ErrorIs(t, err, redlock.ErrNoLeader, "holders at 10, 6, 6, 7: the fencing round is under way")
 
 	ms[2].Del("{sched}")
+	ms[3].Del("{sched}")
 	_, err = e.Leader(t.Context())
 	assert.ErrorIs(t, err, redlock.ErrNoLeader, "a minority holding a is no leader")
 	assert.NotErrorIs(t, err, redlock.ErrUnavailable)
