@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -71,4 +72,27 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Observe's channel closes when its context ends, also while nobody
+// receives (its goroutine does not outlive the context; TestMain's
+// goleak check catches one that would).
+func TestObserveEndsWithItsContext(t *testing.T) {
+	_, bs := minis(t, 3)
+	e := newElection(t, bs, "{sched}")
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, err := e.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, redlock.Leader{}, <-ch, "the first event is the current state")
+	l := campaign(t, e, "a") // a change that nobody receives
+	cancel()
+	testwait.Until(t, "the channel closing", func() bool {
+		select {
+		case _, ok := <-ch:
+			return !ok
+		default:
+			return false
+		}
+	})
+	require.NoError(t, l.Resign(t.Context()))
 }
