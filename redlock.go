@@ -28,6 +28,16 @@
 // release instead of sleeping out their delay (hand-off, [WithHandoff]).
 // An [Observer] sees every operation; nothing is logged by default.
 //
+// # Leader election
+//
+// [NewElection] builds an election on a Single or a Redlock: [Election.Campaign]
+// waits until the caller leads and returns a [Leadership] whose lease
+// renews itself, whose term ([Leadership.Term]) is a fencing token
+// strictly greater than every earlier leader's, and which ends on
+// [Leadership.Resign] (handing over at once to a waiting campaign) or
+// when the lease is lost. [Election.Leader] and [Election.Observe] read
+// who leads from a quorum of the nodes (docs/election.md).
+//
 // # Safety assumptions
 //
 // A Redlock is safe while (1) the nodes' clocks run at the same rate as the
