@@ -30,7 +30,10 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 				terms := &termLog{}
 				var wg sync.WaitGroup
 				for c := range 4 {
-					e := newElection(t, bs, "{sched}", redlock.WithTTL(2*time.Second))
+					// The default node timeout of a 10 s TTL (1 s) keeps a
+					// loaded machine from failing a release: miniredis never
+					// expires a key that a failed release left behind.
+					e := newElection(t, bs, "{sched}", redlock.WithTTL(10*time.Second))
 					wg.Go(func() { campaignRounds(t, e, c, 3, chk, terms) })
 				}
 				wg.Wait()

@@ -32,7 +32,10 @@ const burstStart = time.Millisecond
 //     a waiting campaign retries.
 //
 // So "no leader" is reported within TTL/3 of the lease's expiry on the
-// nodes, and a new leader within TTL/10 of its election at worst.
+// nodes, and a new leader within TTL/10 of its election at worst. The
+// terms of the leaders reported strictly increase; a winner may be
+// reported first with a lower term than its own, then with its own, when
+// a read falls in its fencing round (see Leader).
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if ctx == nil {
 		return nil, invalidf("Observe: nil context")

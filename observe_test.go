@@ -50,6 +50,7 @@ func TestObserveSeesEveryChange(t *testing.T) {
 				checkOrder(t, all)
 				assert.Equal(t, []redlock.Leader{a, b, c}, leaders(all))
 				i := slices.Index(all, b)
+				require.GreaterOrEqual(t, i, 0, "b with its own term: %v", all)
 				assert.Equal(t, redlock.Leader{}, all[i+1], "no leader once b's lease expired: %v", all)
 				require.NoError(t, lc.Resign(t.Context()))
 			})
