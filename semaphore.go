@@ -76,7 +76,7 @@ type Semaphore struct {
 // below 1 or above MaxPermits, a nil or foreign l, or an invalid option is
 // ErrInvalid.
 func NewSemaphore(l Locker, name string, permits int, opts ...Option) (*Semaphore, error) {
-	lk, err := baseOf(l)
+	lk, err := baseOf(l, "NewSemaphore")
 	if err != nil {
 		return nil, err
 	}
@@ -97,24 +97,6 @@ func NewSemaphore(l Locker, name string, permits int, opts ...Option) (*Semaphor
 		return nil, err
 	}
 	return sm, nil
-}
-
-// baseOf returns the locker inside a *Single or *Redlock.
-func baseOf(l Locker) (*locker, error) {
-	switch v := l.(type) {
-	case *Single:
-		if v != nil {
-			return &v.locker, nil
-		}
-	case *Redlock:
-		if v != nil {
-			return &v.locker, nil
-		}
-	case nil:
-	default:
-		return nil, invalidf("a semaphore needs a *Single or *Redlock of this package, not %T", l)
-	}
-	return nil, invalidf("nil locker")
 }
 
 // Name returns the semaphore's name.

@@ -68,6 +68,9 @@ var brokenCases = []brokenCase{
 	{name: "extend-many-partial", group: "MultiLocker", fails: map[string]string{
 		"ExtendAllOrNothing": "a refused ExtendMany must change no key",
 	}},
+	{name: "peek-no-fence", group: "Peeker", fails: map[string]string{
+		"Fence": "Peek must read the key's token and its fence counter",
+	}},
 	{name: "ignores-context", group: "Context", fails: map[string]string{
 		"Canceled": "Acquire with a cancelled context returned error <nil>, want one matching context.Canceled",
 		"Stall":    "Acquire with a 100ms deadline on a stalled node did not return within 2s",
@@ -147,8 +150,8 @@ func TestBrokenHelper(t *testing.T) {
 }
 
 // wrapper passes every call to the correct adapter, except the one its
-// kind breaks. It implements Fencer, Notifier and MultiLocker, as the
-// adapter does.
+// kind breaks. It implements Fencer, Notifier, MultiLocker and Peeker,
+// as the adapter does.
 type wrapper struct {
 	redlock.Backend
 	kind string
@@ -247,6 +250,14 @@ func (w *wrapper) Notify(ctx context.Context, key string, released func(string))
 	w.stops = append(w.stops, stop)
 	w.mu.Unlock()
 	return func() {}, nil
+}
+
+func (w *wrapper) Peek(ctx context.Context, key string) (string, int64, error) {
+	if w.kind == "peek-no-fence" { // reads the token alone
+		v, err := w.c.Get(ctx, key).Result()
+		return v, 0, ignoreNil(err)
+	}
+	return w.Backend.(redlock.Peeker).Peek(w.ctx(ctx), key)
 }
 
 // stopAll calls the real stops that stop-keeps-calling withheld.

@@ -147,18 +147,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		startErr error
 	)
 	err = do(ctx, func(ctx context.Context) error {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-		ownGroup(cmd)
-		dieWithUs(cmd)
-		if err := cmd.Start(); err != nil {
-			startErr = err
-			status = startStatus(cmd, err)
-			return err
-		}
-		started = true
-		status = supervise(ctx, cmd, *grace)
-		return nil
+		started, status, startErr = runCommand(ctx, argv, stdio{in: stdin, out: stdout, err: stderr}, *grace)
+		return startErr
 	})
 	switch {
 	case startErr != nil: // the command did not run, whatever became of the lock
@@ -215,6 +205,33 @@ func holder(locker redlock.Locker, keys []string, permits int) (func(context.Con
 	return func(ctx context.Context, fn func(context.Context) error) error {
 		return sets.DoMany(ctx, keys, fn)
 	}, fmt.Sprintf("locks %q", keys), nil
+}
+
+// stdio is a command's standard streams, and variables added to the
+// environment it inherits.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+	env      []string
+}
+
+// runCommand starts argv in a process group of its own, killed with us on
+// Linux, and supervises it under ctx (see supervise): the rules of
+// redlock run and redlock elect. It reports whether the command started,
+// its status (the shell's, see startStatus, when it did not), and the
+// start error.
+func runCommand(ctx context.Context, argv []string, std stdio, grace time.Duration) (started bool, status int, startErr error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = std.in, std.out, std.err
+	if std.env != nil {
+		cmd.Env = append(os.Environ(), std.env...)
+	}
+	ownGroup(cmd)
+	dieWithUs(cmd)
+	if err := cmd.Start(); err != nil {
+		return false, startStatus(cmd, err), err
+	}
+	return true, supervise(ctx, cmd, grace), nil
 }
 
 // startStatus is the status a shell reports for a command that could not
