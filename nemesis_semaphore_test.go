@@ -22,7 +22,7 @@ import (
 // on a semaphore of two permits over five redis-server processes: four
 // processes (lockers of their own, half fenced, half with go-redis's
 // resends), two acquirers each, take a permit, hold it 1-80 ms and
-// release it, while a random minority of the nodes delivers late, loses
+// release it (TTL 1 s, node timeout 100 ms), while a random minority of the nodes delivers late, loses
 // replies or stalls. Checked from outside: never more than two holders
 // with valid permits at once and never two holders of one slot
 // (internal/exclusion with a bound), per-slot fences strictly increasing
@@ -34,8 +34,8 @@ func TestSemaphoreNemesis(t *testing.T) {
 	runSemaphoreNemesis(t, nemesisProxies(t, c.Addrs()), semNemesisRun{
 		seed:        nemesisSeed(t),
 		duration:    nemesisDuration(t, 20*time.Second),
-		ttl:         500 * time.Millisecond,
-		nodeTimeout: 40 * time.Millisecond,
+		ttl:         time.Second,
+		nodeTimeout: 100 * time.Millisecond,
 		processes:   4,
 		acquirers:   2,
 		permits:     2,
@@ -95,7 +95,7 @@ func runSemaphoreNemesis(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun) {
 			wg.Go(func() { semNemesisAcquirer(ctx, nodes, sem, holder, fenced, rng, stop, tl) })
 		}
 	}
-	faults := semNemesisFaults(nodes, rand.New(rand.NewPCG(cfg.seed, 0)), cfg.duration, cfg.nodeTimeout)
+	runFaults(nodes, rand.New(rand.NewPCG(cfg.seed, 0)), cfg.duration)
 	close(stop)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -105,7 +105,7 @@ func runSemaphoreNemesis(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun) {
 		cancel()
 		t.Fatal("watchdog: acquirers did not stop")
 	}
-	semNemesisVerify(t, nodes, cfg, tl, faults)
+	semNemesisVerify(t, nodes, cfg, tl)
 }
 
 // semNemesisAcquirer takes permits until stop, holding each 1-80 ms
@@ -153,7 +153,7 @@ func semNemesisAcquirer(ctx context.Context, nodes *nemesisNodes, sem *redlock.S
 
 // semNemesisVerify judges the run: the bound and the slots (checker), the
 // quorum watch, the fences per slot, and a floor on acquisitions.
-func semNemesisVerify(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun, tl *semNemesisTally, faults map[faultproxy.Kind]int) {
+func semNemesisVerify(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun, tl *semNemesisTally) {
 	t.Helper()
 	var proxied faultproxy.Stats
 	for _, p := range nodes.proxies {
@@ -162,8 +162,7 @@ func semNemesisVerify(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun, tl *
 		proxied.AfterClose += st.AfterClose
 		proxied.LostReplies += st.LostReplies
 	}
-	t.Logf("node-windows: pass %d, late %d, lose-reply %d, stall %d; proxies: %d chunks delayed, %d written after their client closed, %d replies lost",
-		faults[faultproxy.Pass], faults[faultproxy.Late], faults[faultproxy.LoseReply], faults[faultproxy.Stall],
+	t.Logf("proxies: %d chunks delayed, %d written after their client closed, %d replies lost",
 		proxied.LateChunks, proxied.AfterClose, proxied.LostReplies)
 	t.Logf("fenced permits %d; Acquire returned a permit past its Until %d times; Unlock unconfirmed (not held or unavailable) %d times",
 		tl.fenced.Load(), tl.lateGrant.Load(), tl.unlockErr.Load())
@@ -173,42 +172,13 @@ func semNemesisVerify(t *testing.T, nodes *nemesisNodes, cfg semNemesisRun, tl *
 	t.Logf("fencing: %d fenced permits checked against an earlier holder of their slot", pairs)
 	t.Logf("permits: %d, %.1f per second", st.Acquisitions, float64(st.Acquisitions)/cfg.duration.Seconds())
 	// A run that acquired too little has tested little. A healthy run
-	// takes several permits per second; the floor, one per second, holds
-	// on a loaded machine yet means most fault windows met a holder.
-	floor := int(cfg.duration / time.Second)
+	// takes about ten permits per second; the floor, one per two
+	// seconds, holds on a machine loaded by other tests (a run there
+	// took under one per second) and still says permits were taken
+	// under faults.
+	floor := int(cfg.duration / (2 * time.Second))
 	assert.GreaterOrEqual(t, st.Acquisitions, floor, "too few permits (%d) for %v: the run tested little", st.Acquisitions, cfg.duration)
 	assert.Positive(t, tl.fenced.Load(), "fenced acquirers got permits too")
 	assert.Equal(t, cfg.permits, tl.chk.MostInside(semNemesisName), "the permits were all held at once: the bound was tested")
-	assert.Positive(t, faults[faultproxy.Late]+faults[faultproxy.LoseReply]+faults[faultproxy.Stall], "faults were injected")
-}
-
-// semNemesisFaults changes the faults every 50-300 ms for duration, as
-// runNemesis does: a random minority of the nodes gets a random fault
-// each (late by half to ten node timeouts, lost reply, stall), the
-// others pass. It returns how many node-windows had each fault.
-func semNemesisFaults(nodes *nemesisNodes, rng *rand.Rand, duration, nodeTimeout time.Duration) map[faultproxy.Kind]int {
-	n := len(nodes.proxies)
-	minority := n - redlock.Quorum(n)
-	count := map[faultproxy.Kind]int{}
-	for start := time.Now(); time.Since(start) < duration; {
-		faults := make([]faultproxy.Fault, n)
-		for _, i := range rng.Perm(n)[:rng.IntN(minority+1)] {
-			switch rng.IntN(3) {
-			case 0:
-				d := nodeTimeout/2 + time.Duration(rng.Int64N(int64(10*nodeTimeout)))
-				faults[i] = faultproxy.Fault{Kind: faultproxy.Late, Delay: d}
-			case 1:
-				faults[i] = faultproxy.Fault{Kind: faultproxy.LoseReply}
-			case 2:
-				faults[i] = faultproxy.Fault{Kind: faultproxy.Stall}
-			}
-		}
-		for i, f := range faults {
-			nodes.proxies[i].Set(f)
-			count[f.Kind]++
-		}
-		time.Sleep(time.Duration(50+rng.IntN(251)) * time.Millisecond)
-	}
-	nodes.setAll(faultproxy.Fault{})
-	return count
+	assert.Positive(t, proxied.LateChunks+proxied.LostReplies, "faults were injected and met traffic")
 }
