@@ -24,57 +24,85 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// semFaultMinority are the masters a scenario breaks: two of five, the
+// faultMinority are the masters a scenario breaks: two of five, the
 // most a quorum survives.
-var semFaultMinority = []int{0, 1}
+var faultMinority = []int{0, 1}
 
-// semFault is one fault on a master and its repair.
-type semFault struct {
+// minorityFault is one fault on a master and its repair.
+type minorityFault struct {
 	what        string
 	inject, fix func(t *testing.T, i int)
 }
 
-// TestSemaphoreFaults runs the semaphore fault scenarios on redis-server
-// processes: SIGKILL (restarted empty after the TTL), SIGSTOP, and a
-// partition through the forwarders (packets held, delivered after the heal).
-func TestSemaphoreFaults(t *testing.T) {
-	t.Run("KillMinority", func(t *testing.T) {
-		fc, _ := faultProcesses(t)
-		faultSemaphoreUnder(t, fc, semFault{"kill", fc.kill, fc.start})
-	})
-	t.Run("PauseMinority", func(t *testing.T) {
-		fc, _ := faultProcesses(t)
-		faultSemaphoreUnder(t, fc, semFault{what: "pause", inject: fc.pause, fix: fc.resume})
-	})
-	t.Run("PartitionMinority", func(t *testing.T) {
-		fc, proxies := faultProcesses(t)
-		through := *fc
-		through.addrs = fc.proxied
-		faultSemaphoreUnder(t, &through, semFault{what: "partition (forwarder stall)",
-			inject: func(_ *testing.T, i int) { proxies[i].Set(faultproxy.Fault{Kind: faultproxy.Stall}) },
-			fix:    func(_ *testing.T, i int) { proxies[i].Set(faultproxy.Fault{}) }})
-	})
+// minorityFaults are the faults of the scenarios on a minority, each
+// with a fresh cluster of five masters to break.
+type minorityFaults []struct {
+	name  string
+	setUp func(t *testing.T) (*faultCluster, minorityFault)
 }
 
-// TestDockerSemaphoreFaults runs the semaphore fault scenarios on five
-// Redis containers: docker kill (started again, empty, after the TTL),
-// docker pause, and an iptables DROP partition, each on a fresh cluster.
-func TestDockerSemaphoreFaults(t *testing.T) {
-	t.Run("KillMinority", func(t *testing.T) {
-		fc, _ := faultContainers(t)
-		faultSemaphoreUnder(t, fc, semFault{"docker kill", fc.kill, fc.start})
-	})
-	t.Run("PauseMinority", func(t *testing.T) {
-		fc, _ := faultContainers(t)
-		faultSemaphoreUnder(t, fc, semFault{what: "docker pause", inject: fc.pause, fix: fc.resume})
-	})
-	t.Run("PartitionMinority", func(t *testing.T) {
-		fc, c := faultContainers(t)
-		faultSemaphoreUnder(t, fc, semFault{what: "partition (iptables DROP)",
-			inject: func(t *testing.T, i int) { c.Nodes[i].Partition(t) },
-			fix:    func(t *testing.T, i int) { c.Nodes[i].Heal(t) }})
-	})
+// processFaults are SIGKILL (restarted empty after the TTL), SIGSTOP,
+// and a partition through the forwarders (packets held, delivered after
+// the heal), on redis-server processes.
+func processFaults() minorityFaults {
+	return minorityFaults{
+		{"KillMinority", func(t *testing.T) (*faultCluster, minorityFault) {
+			fc, _ := faultProcesses(t)
+			return fc, minorityFault{"kill", fc.kill, fc.start}
+		}},
+		{"PauseMinority", func(t *testing.T) (*faultCluster, minorityFault) {
+			fc, _ := faultProcesses(t)
+			return fc, minorityFault{"pause", fc.pause, fc.resume}
+		}},
+		{"PartitionMinority", func(t *testing.T) (*faultCluster, minorityFault) {
+			fc, proxies := faultProcesses(t)
+			through := *fc
+			through.addrs = fc.proxied
+			return &through, minorityFault{"partition (forwarder stall)",
+				func(_ *testing.T, i int) { proxies[i].Set(faultproxy.Fault{Kind: faultproxy.Stall}) },
+				func(_ *testing.T, i int) { proxies[i].Set(faultproxy.Fault{}) }}
+		}},
+	}
 }
+
+// dockerFaults are docker kill (started again, empty, after the TTL),
+// docker pause, and an iptables DROP partition, on Redis containers.
+func dockerFaults() minorityFaults {
+	return minorityFaults{
+		{"KillMinority", func(t *testing.T) (*faultCluster, minorityFault) {
+			fc, _ := faultContainers(t)
+			return fc, minorityFault{"docker kill", fc.kill, fc.start}
+		}},
+		{"PauseMinority", func(t *testing.T) (*faultCluster, minorityFault) {
+			fc, _ := faultContainers(t)
+			return fc, minorityFault{"docker pause", fc.pause, fc.resume}
+		}},
+		{"PartitionMinority", func(t *testing.T) (*faultCluster, minorityFault) {
+			fc, c := faultContainers(t)
+			return fc, minorityFault{"partition (iptables DROP)",
+				func(t *testing.T, i int) { c.Nodes[i].Partition(t) },
+				func(t *testing.T, i int) { c.Nodes[i].Heal(t) }}
+		}},
+	}
+}
+
+// run runs scenario under each fault, on a fresh cluster each.
+func (fs minorityFaults) run(t *testing.T, scenario func(*testing.T, *faultCluster, minorityFault)) {
+	for _, f := range fs {
+		t.Run(f.name, func(t *testing.T) {
+			fc, mf := f.setUp(t)
+			scenario(t, fc, mf)
+		})
+	}
+}
+
+// TestSemaphoreFaults runs the semaphore fault scenario on redis-server
+// processes under each of processFaults.
+func TestSemaphoreFaults(t *testing.T) { processFaults().run(t, faultSemaphoreUnder) }
+
+// TestDockerSemaphoreFaults runs the semaphore fault scenario on five
+// Redis containers under each of dockerFaults.
+func TestDockerSemaphoreFaults(t *testing.T) { dockerFaults().run(t, faultSemaphoreUnder) }
 
 // semFaultTTL is the permits' TTL in the scenarios.
 const semFaultTTL = 2 * time.Second
@@ -86,7 +114,7 @@ const semFaultTTL = 2 * time.Second
 // that expired elsewhere, and with commands sent while it was cut off),
 // then repairs them, and waits for permits in every phase (all up,
 // broken, repaired).
-func faultSemaphoreUnder(t *testing.T, fc *faultCluster, f semFault) {
+func faultSemaphoreUnder(t *testing.T, fc *faultCluster, f minorityFault) {
 	const name, permits = "sem-faults", 2
 	chk := exclusion.New()
 	chk.Bound(name, permits)
@@ -94,12 +122,12 @@ func faultSemaphoreUnder(t *testing.T, fc *faultCluster, f semFault) {
 	c := semContend(t, fc, chk, &fences, name, permits, 4)
 	c.waitAcquisitions(t, 10, "permits with every master up")
 	broken := time.Now()
-	for _, i := range semFaultMinority {
+	for _, i := range faultMinority {
 		f.inject(t, i)
 	}
 	c.waitAcquisitions(t, 10, "permits with a minority "+f.what)
 	time.Sleep(time.Until(broken.Add(semFaultTTL)))
-	for _, i := range semFaultMinority {
+	for _, i := range faultMinority {
 		f.fix(t, i)
 	}
 	c.waitAcquisitions(t, 10, "permits after the repair")
