@@ -58,10 +58,10 @@ func faultElectionUnder(t *testing.T, fc *faultCluster, f minorityFault) {
 	require.NoError(t, err, "the steady campaigner wins")
 	in := chk.Enter(name, "steady", l.Until())
 	terms.addFence("steady", name, l.Term())
-	broken := time.Now()
 	for _, i := range faultMinority {
 		f.inject(t, i)
 	}
+	broken := time.Now() // the last master broken: the TTL counts from here
 	select { // lead on for more than a TTL, the lease renewing on the majority
 	case <-l.Lost():
 		// One failed renewal ends a lease (renew.go): with two masters

@@ -121,10 +121,10 @@ func faultSemaphoreUnder(t *testing.T, fc *faultCluster, f minorityFault) {
 	var fences fenceRecords
 	c := semContend(t, fc, chk, &fences, name, permits, 4)
 	c.waitAcquisitions(t, 10, "permits with every master up")
-	broken := time.Now()
 	for _, i := range faultMinority {
 		f.inject(t, i)
 	}
+	broken := time.Now() // the last master broken: the TTL counts from here
 	c.waitAcquisitions(t, 10, "permits with a minority "+f.what)
 	time.Sleep(time.Until(broken.Add(semFaultTTL)))
 	for _, i := range faultMinority {
