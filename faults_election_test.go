@@ -65,9 +65,10 @@ func faultElectionUnder(t *testing.T, fc *faultCluster, f minorityFault) {
 	// Lead on for more than a TTL, the lease renewing on the majority.
 	select {
 	case <-l.Lost():
-		// One failed renewal ends a lease (renew.go). A campaign won by
-		// hand-off before every release landed holds on three or four
-		// masters; with two of them broken, fewer than a quorum extend.
+		// One failed renewal ends a lease (renew.go). A campaign won
+		// before the previous leader's release reached every master may
+		// hold on three or four; with two of them broken, fewer than a
+		// quorum extend (the cause names a healthy master "not held").
 		t.Logf("the steady leader lost its lease under the fault: %v", context.Cause(l.Context()))
 	case <-time.After(faultElectionTTL + faultElectionTTL/2):
 	}
