@@ -88,14 +88,27 @@ func (s Section) ValidEnd() time.Time {
 }
 
 // Overlap is a violation: two holders of one key, both inside and both
-// believing their lock valid during [From, To).
+// believing their lock valid during [From, To). On a key with a bound
+// above one (Bound), it is more holders than the bound inside at once:
+// Holders are all of them (A the first, B the one whose entry broke the
+// bound), and [From, To) is while more than Bound stayed inside.
 type Overlap struct {
 	Key      string
 	A, B     Section
 	From, To time.Time
+	Bound    int       // the holders the key admits at once
+	Holders  []Section // on a key bounded above one: every holder inside at From
 }
 
 func (o Overlap) String() string {
+	if len(o.Holders) > 0 {
+		names := make([]string, len(o.Holders))
+		for i, s := range o.Holders {
+			names[i] = s.Holder
+		}
+		return fmt.Sprintf("key %q: %d holders at once (bound %d): %s, for %v", o.Key, len(o.Holders), o.Bound,
+			strings.Join(names, ", "), o.To.Sub(o.From))
+	}
 	return fmt.Sprintf("key %q: %s and %s both held it for %v", o.Key, o.A.Holder, o.B.Holder, o.To.Sub(o.From))
 }
 
@@ -119,6 +132,7 @@ func (s Stats) String() string {
 type Checker struct {
 	mu       sync.Mutex
 	sections []*Section
+	bounds   map[string]int // holders admitted at once, for keys other than 1
 	failed   [numOutcomes]int
 	errs     []error // the first few Other errors, for the report
 }
@@ -174,6 +188,31 @@ func (e *Entry) Extend(until time.Time) {
 	e.s.Until = until
 }
 
+// Bound sets how many holders key admits at once (a semaphore's
+// permits); every key admits one unless bounded otherwise. Sections of a
+// semaphore's permits are entered on the semaphore's name (bounded by
+// its permits) and, with EnterMany, on the permit's slot key too (one
+// holder per slot). A bound below 1 admits no holder at all: every valid
+// section of key is a violation.
+func (c *Checker) Bound(key string, holders int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bounds == nil {
+		c.bounds = map[string]int{}
+	}
+	c.bounds[key] = holders
+}
+
+// bound returns the holders key admits at once.
+func (c *Checker) bound(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.bounds[key]; ok {
+		return b
+	}
+	return 1
+}
+
 // Record adds a finished section with explicit times, for sections
 // measured elsewhere and for testing the checker itself.
 func (c *Checker) Record(s Section) {
@@ -207,8 +246,11 @@ func (c *Checker) Sections() []Section {
 	return out
 }
 
-// Overlaps returns every pair of sections of one key (a set's section
-// counts for each of its keys), held by different holders, whose valid intervals [Start, ValidEnd) intersect. Touching
+// Overlaps returns the violations: on a key admitting one holder, every
+// pair of sections of that key (a set's section counts for each of its
+// keys), held by different holders, whose valid intervals [Start,
+// ValidEnd) intersect; on a key bounded above one (Bound), every section
+// whose start put more holders than the bound inside at once. Touching
 // intervals (one ends exactly when the next starts) do not overlap.
 func (c *Checker) Overlaps() []Overlap {
 	byKey := map[string][]Section{}
@@ -219,29 +261,97 @@ func (c *Checker) Overlaps() []Overlap {
 	}
 	var out []Overlap
 	for key, ss := range byKey {
-		slices.SortFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
-		// Sweep by start: every earlier section still valid at s.Start
-		// overlaps s. active holds the earlier sections not yet known to
-		// have ended before the current start.
-		var active []Section
-		for _, s := range ss {
-			kept := active[:0]
-			for _, a := range active {
-				if a.ValidEnd().After(s.Start) {
-					kept = append(kept, a)
-				}
-			}
-			active = kept
-			for _, a := range active {
-				if a.Holder != s.Holder && s.ValidEnd().After(s.Start) {
-					out = append(out, Overlap{Key: key, A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd())})
-				}
-			}
-			active = append(active, s)
-		}
+		out = append(out, overlapsOf(key, c.bound(key), ss)...)
 	}
 	slices.SortFunc(out, func(a, b Overlap) int { return a.From.Compare(b.From) })
 	return out
+}
+
+// overlapsOf judges the sections of one key.
+func overlapsOf(key string, bound int, ss []Section) []Overlap {
+	var out []Overlap
+	sweep(ss, func(active []Section, s Section) {
+		out = append(out, violations(key, bound, active, s)...)
+	})
+	return out
+}
+
+// sweep calls at, by start, for every section of one key with a valid
+// interval, with the earlier sections still valid at its start: the
+// holders inside then. The count of holders inside only grows at a
+// start, so looking at every start sees every moment.
+func sweep(ss []Section, at func(active []Section, s Section)) {
+	ss = slices.Clone(ss)
+	slices.SortFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
+	var active []Section // earlier sections not yet known to have ended before the current start
+	for _, s := range ss {
+		kept := active[:0]
+		for _, a := range active {
+			if a.ValidEnd().After(s.Start) {
+				kept = append(kept, a)
+			}
+		}
+		active = kept
+		if s.ValidEnd().After(s.Start) {
+			at(active, s)
+		}
+		active = append(active, s)
+	}
+}
+
+// MostInside returns the most holders of key ever inside at once with
+// valid sections (a set's section counts for each of its keys): with a
+// bound, a run that never reached it tested the bound little.
+func (c *Checker) MostInside(key string) int {
+	var ss []Section
+	for _, s := range c.Sections() {
+		if slices.Contains(s.Held(), key) {
+			ss = append(ss, s)
+		}
+	}
+	most := 0
+	sweep(ss, func(active []Section, s Section) {
+		most = max(most, len(otherHolders(active, s))+1)
+	})
+	return most
+}
+
+// otherHolders returns one of active's sections per holder other than s's.
+func otherHolders(active []Section, s Section) []Section {
+	var others []Section
+	for _, a := range active {
+		if a.Holder != s.Holder && !slices.ContainsFunc(others, func(o Section) bool { return o.Holder == a.Holder }) {
+			others = append(others, a)
+		}
+	}
+	return others
+}
+
+// violations judges s entering while active were inside: against each
+// other holder on a key of one holder, as one violation when more
+// holders than bound were inside on a key bounded otherwise.
+func violations(key string, bound int, active []Section, s Section) []Overlap {
+	if bound == 1 {
+		var out []Overlap
+		for _, a := range active {
+			if a.Holder != s.Holder {
+				out = append(out, Overlap{Key: key, A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd()), Bound: 1})
+			}
+		}
+		return out
+	}
+	others := otherHolders(active, s)
+	if len(others) < bound {
+		return nil
+	}
+	inside := append(others, s)
+	ends := make([]time.Time, len(inside))
+	for i, h := range inside {
+		ends[i] = h.ValidEnd()
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	// Too many stay inside until all but bound of them have left.
+	return []Overlap{{Key: key, A: inside[0], B: s, From: s.Start, To: ends[len(inside)-max(bound, 0)-1], Bound: bound, Holders: inside}}
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -223,3 +223,74 @@ func TestSetsOverlapPerKey(t *testing.T) {
 	assert.Equal(t, "[c d]", s.Key)
 	assert.Equal(t, []string{"c", "d"}, s.Held())
 }
+
+// TestBoundAdmitsUpToItsHolders: a key bounded at two (a semaphore of two
+// permits) admits two holders at once and reports the third, once, with
+// everyone inside and how long there were too many.
+func TestBoundAdmitsUpToItsHolders(t *testing.T) {
+	c := New()
+	c.Bound("sem", 2)
+	c.Record(sec("sem", "a", 0, 100, 1000))
+	c.Record(sec("sem", "b", 50, 150, 1000))
+	c.Record(sec("sem", "c", 100, 200, 1000)) // a left as c entered: two inside
+	assert.Empty(t, c.Overlaps(), "two holders at once are within the bound")
+	assert.Equal(t, 2, c.MostInside("sem"), "the bound was reached")
+
+	c.Record(sec("sem", "d", 120, 130, 1000)) // b, c and d inside
+	ov := c.Overlaps()
+	require.Len(t, ov, 1)
+	assert.Equal(t, 2, ov[0].Bound)
+	assert.Equal(t, "d", ov[0].B.Holder)
+	assert.ElementsMatch(t, []string{"b", "c", "d"}, holders(ov[0].Holders))
+	assert.Equal(t, at(120), ov[0].From)
+	assert.Equal(t, at(130), ov[0].To, "three inside until d left")
+	assert.Contains(t, ov[0].String(), "3 holders at once (bound 2)")
+	assert.Equal(t, 3, c.MostInside("sem"))
+	assert.Equal(t, 1, c.Stats().Overlaps)
+}
+
+// TestBoundCountsValidityNotPresence: a holder past its Until no longer
+// counts, one holder's own sections count once, and a bound of zero
+// admits no one.
+func TestBoundCountsValidityNotPresence(t *testing.T) {
+	c := New()
+	c.Bound("sem", 2)
+	c.Record(sec("sem", "a", 0, 500, 100)) // overstays its validity
+	c.Record(sec("sem", "b", 50, 300, 1000))
+	c.Record(sec("sem", "b", 60, 70, 1000)) // b inside twice: still one holder
+	c.Record(sec("sem", "c", 100, 300, 1000))
+	assert.Empty(t, c.Overlaps())
+	assert.Equal(t, 2, c.MostInside("sem"), "a past its validity, b once")
+
+	c.Bound("none", 0)
+	c.Record(sec("none", "x", 0, 10, 1000))
+	require.Len(t, c.Overlaps(), 1)
+}
+
+// TestBoundOnSemaphoreAndSlots: a permit's section is entered on the
+// semaphore's name and its slot: the name is judged by the bound, each
+// slot by mutual exclusion, so two holders of one slot are caught even
+// within the bound.
+func TestBoundOnSemaphoreAndSlots(t *testing.T) {
+	c := New()
+	c.Bound("sem", 2)
+	c.EnterMany([]string{"sem", "sem:permit:0"}, "a", time.Now().Add(time.Hour))
+	c.EnterMany([]string{"sem", "sem:permit:1"}, "b", time.Now().Add(time.Hour)).Exit()
+	assert.Empty(t, c.Overlaps())
+	c.EnterMany([]string{"sem", "sem:permit:0"}, "c", time.Now().Add(time.Hour))
+	ov := c.Overlaps()
+	require.Len(t, ov, 1, "within the bound of the name, two holders of one slot")
+	assert.Equal(t, "sem:permit:0", ov[0].Key)
+
+	r := &recorder{TB: t}
+	c.Verify(r, "semaphore")
+	assert.Len(t, r.errors, 1, "Verify fails on it")
+}
+
+func holders(ss []Section) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Holder
+	}
+	return out
+}
