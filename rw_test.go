@@ -240,3 +240,38 @@ func TestRWBadInput(t *testing.T) {
 	_, err = plain.WLock(t.Context(), "k")
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 }
+
+// TestRealServersRW: the read-write rules on redis-server processes, 1,
+// 3 and 5 of them: readers share, writers exclude, writer preference with
+// hand-off, a crashed reader's share expiring on the servers' clock, and
+// fences.
+func TestRealServersRW(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			_, bs := realNodes(t, n)
+			checkReadersThenWriter(t, bs, "rw:a")
+			checkWriterPreference(t, bs, "rw:b")
+
+			short := rwLocker(t, bs, redlock.WithTTL(200*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
+			lk := rwLocker(t, bs, append(rejectOpts, redlock.WithFencing())...)
+			_, err := short.RLock(t.Context(), "rw:c") // never unlocked: a crashed reader
+			require.NoError(t, err)
+			r, err := lk.RLock(t.Context(), "rw:c")
+			require.NoError(t, err)
+			require.NoError(t, r.Unlock(t.Context()))
+			_, err = lk.WLock(t.Context(), "rw:c")
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "the crashed reader holds until its share expires")
+			var w *redlock.Lock
+			testwait.Until(t, "the crashed reader's share to expire", func() bool {
+				w, err = lk.WLock(t.Context(), "rw:c")
+				return err == nil
+			})
+			assert.Positive(t, w.Fence())
+			require.NoError(t, w.Unlock(t.Context()))
+			r2, err := lk.RLock(t.Context(), "rw:c")
+			require.NoError(t, err)
+			assert.Equal(t, w.Fence(), r2.Fence(), "a reader gets the latest writer's generation")
+			require.NoError(t, r2.Unlock(t.Context()))
+		})
+	}
+}
