@@ -115,6 +115,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"Fencer", fencerChecks},
 		{"Notifier", notifierChecks},
 		{"MultiLocker", multiChecks},
+		{"RWLocker", rwChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},
 	}
