@@ -42,12 +42,14 @@ const (
 	exitNotExecutable = 126
 )
 
-const runUsage = `usage: redlock run --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+const runUsage = `usage: redlock run --key K [--key K2 ...] [--read] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
 
 Runs command only while holding the distributed lock K: a flock for cron
 jobs that run on many hosts. Several --key flags take several locks at
 once, all or nothing (redlock's DoMany): the command runs only while it
-holds every one of them. The lock is renewed every TTL/3 while the
+holds every one of them. --read takes a reader's share of one key
+(redlock's DoRead): commands run with --read on the same key run side by
+side, and one without waits for them (as a writer). The lock is renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
 --grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
@@ -86,6 +88,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		keys = append(keys, k)
 		return nil
 	})
+	read := fs.Bool("read", false, "take a shared (reader's) lock on the one --key: other --read runs may hold it too")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
 	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
@@ -104,6 +107,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	switch {
 	case len(keys) == 0:
 		return usage("--key is required")
+	case *read && len(keys) > 1:
+		return usage("--read takes one --key")
 	case len(argv) == 0:
 		return usage("no command given (put it after --)")
 	case *wait < 0:
@@ -136,7 +141,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		startErr error
 	)
 	name := strings.Join(keys, ", ")
-	err = holding(ctx, locker, keys, func(ctx context.Context) error {
+	err = holding(ctx, locker, keys, *read, func(ctx context.Context) error {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 		ownGroup(cmd)
@@ -178,8 +183,17 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	return 1
 }
 
-// holding runs fn under Do for one key, and under DoMany for several.
-func holding(ctx context.Context, locker redlock.Locker, keys []string, fn func(context.Context) error) error {
+// holding runs fn under Do for one key, DoRead for a reader, and DoMany
+// for several keys. Without --read a run is a plain mutex, which excludes
+// readers of the key too.
+func holding(ctx context.Context, locker redlock.Locker, keys []string, read bool, fn func(context.Context) error) error {
+	if read {
+		rw, ok := locker.(redlock.ReadWriteLocker)
+		if !ok {
+			return fmt.Errorf("%w: %T cannot take read locks", redlock.ErrInvalid, locker)
+		}
+		return rw.DoRead(ctx, keys[0], fn)
+	}
 	if len(keys) == 1 {
 		return locker.Do(ctx, keys[0], fn)
 	}
