@@ -61,9 +61,13 @@ func (o Outcome) String() string {
 // Section is one critical section: Holder held Key from Start until End,
 // believing the lock valid until Until. A section under a lock on several
 // keys at once (EnterMany) holds each of Keys, and Key is the set's name.
+//
+// A Shared section (a reader's, EnterShared) may overlap other shared
+// sections of its key, never an exclusive one.
 type Section struct {
 	Key    string
 	Keys   []string // the keys held, for a set; nil for Key alone
+	Shared bool     // a reader's: overlaps other readers without violation
 	Holder string
 	Start  time.Time // Lock returned
 	End    time.Time // left the section; zero while still inside
@@ -147,6 +151,17 @@ func (c *Checker) EnterMany(keys []string, holder string, until time.Time) *Entr
 	return &Entry{c: c, s: s}
 }
 
+// EnterShared is Enter for a reader's share of key: the section may
+// overlap other readers' sections of key, never a writer's (or any other
+// exclusive section's).
+func (c *Checker) EnterShared(key, holder string, until time.Time) *Entry {
+	s := &Section{Key: key, Shared: true, Holder: holder, Start: time.Now(), Until: until}
+	c.mu.Lock()
+	c.sections = append(c.sections, s)
+	c.mu.Unlock()
+	return &Entry{c: c, s: s}
+}
+
 // Entry is a critical section in progress.
 type Entry struct {
 	c *Checker
@@ -208,8 +223,10 @@ func (c *Checker) Sections() []Section {
 }
 
 // Overlaps returns every pair of sections of one key (a set's section
-// counts for each of its keys), held by different holders, whose valid intervals [Start, ValidEnd) intersect. Touching
-// intervals (one ends exactly when the next starts) do not overlap.
+// counts for each of its keys), held by different holders and not both
+// shared (readers), whose valid intervals [Start, ValidEnd) intersect.
+// Touching intervals (one ends exactly when the next starts) do not
+// overlap.
 func (c *Checker) Overlaps() []Overlap {
 	byKey := map[string][]Section{}
 	for _, s := range c.Sections() {
@@ -233,7 +250,7 @@ func (c *Checker) Overlaps() []Overlap {
 			}
 			active = kept
 			for _, a := range active {
-				if a.Holder != s.Holder && s.ValidEnd().After(s.Start) {
+				if a.Holder != s.Holder && !(a.Shared && s.Shared) && s.ValidEnd().After(s.Start) {
 					out = append(out, Overlap{Key: key, A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd())})
 				}
 			}
