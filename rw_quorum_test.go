@@ -48,9 +48,13 @@ func TestRWQuorumIntersection(t *testing.T) {
 	lk := rwLocker(t, bs, rejectOpts...)
 	kinds := map[string]func(context.Context, string, ...redlock.Option) (*redlock.Lock, error){"reader": lk.RLock, "writer": lk.WLock}
 	pairs := [][2]string{{"reader", "writer"}, {"writer", "reader"}, {"writer", "writer"}, {"reader", "reader"}}
+	maj := majorities()
 	for _, p := range pairs {
-		for _, a := range majorities() {
-			for _, b := range majorities() {
+		for _, a := range maj {
+			for _, b := range maj {
+				if p == [2]string{"reader", "reader"} && (a[0] != 0 || b[0] != 2) {
+					continue // readers: a few pairs show that they share
+				}
 				reachOnly(ns, a)
 				first, err := kinds[p[0]](t.Context(), "doc")
 				require.NoError(t, err, "%s on %v", p[0], a)
