@@ -68,6 +68,9 @@ var brokenCases = []brokenCase{
 	{name: "extend-many-partial", group: "MultiLocker", fails: map[string]string{
 		"ExtendAllOrNothing": "a refused ExtendMany must change no key",
 	}},
+	{name: "reader-ignores-writer", group: "RWLocker", fails: map[string]string{
+		"WriterPreference": "AcquireRead while a writer waits (its mark is set) reported true",
+	}},
 	{name: "ignores-context", group: "Context", fails: map[string]string{
 		"Canceled": "Acquire with a cancelled context returned error <nil>, want one matching context.Canceled",
 		"Stall":    "Acquire with a 100ms deadline on a stalled node did not return within 2s",
@@ -147,8 +150,8 @@ func TestBrokenHelper(t *testing.T) {
 }
 
 // wrapper passes every call to the correct adapter, except the one its
-// kind breaks. It implements Fencer, Notifier and MultiLocker, as the
-// adapter does.
+// kind breaks. It implements Fencer, Notifier, MultiLocker and RWLocker
+// (broken_rw_test.go), as the adapter does.
 type wrapper struct {
 	redlock.Backend
 	kind string
