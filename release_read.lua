@@ -6,16 +6,14 @@
 -- Expired shares are pruned; when no live reader is left the lock key
 -- (the readers' marker) is deleted and the release announced, since only
 -- then can a writer take it. Otherwise the key's TTL shrinks to the
--- latest remaining deadline.
+-- latest remaining deadline. A release whose share is already gone still
+-- prunes, so a marker never outlives the last live reader.
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call("get", KEYS[1]) ~= "redlock:readers" then
 	return 0
 end
 local mine = redis.call("zscore", KEYS[2], ARGV[1])
-if not mine then
-	return 0
-end
 redis.call("zrem", KEYS[2], ARGV[1])
 redis.call("zremrangebyscore", KEYS[2], "-inf", now)
 local last = redis.call("zrange", KEYS[2], -1, -1, "withscores")[2]
@@ -30,7 +28,7 @@ else
 		redis.pcall("spublish", "redlock:released:" .. KEYS[1], ARGV[1])
 	end
 end
-if tonumber(mine) > now then
+if mine and tonumber(mine) > now then
 	return 1
 end
 return 0

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,4 +275,31 @@ func TestRealServersRW(t *testing.T) {
 			require.NoError(t, r2.Unlock(t.Context()))
 		})
 	}
+}
+
+// TestDoReadCancelsOnLoss: DoRead renews the reader's share while fn
+// runs (the observer sees the extensions), and cancels fn's context when
+// the share is lost (here its entry vanished from the node).
+func TestDoReadCancelsOnLoss(t *testing.T) {
+	ms, bs := minis(t, 1)
+	var extended, acquired atomic.Int64
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		switch {
+		case e.Kind == redlock.EventExtend && e.Err == nil:
+			extended.Add(1)
+		case e.Kind == redlock.EventAcquire && e.Err == nil && e.Key == "doc":
+			acquired.Add(1)
+		}
+	})
+	lk := rwLocker(t, bs, redlock.WithTTL(time.Second), redlock.WithRenewEvery(20*time.Millisecond), redlock.WithObserver(obs))
+	err := lk.DoRead(t.Context(), "doc", func(ctx context.Context) error {
+		testwait.Until(t, "three extensions of the share", func() bool { return extended.Load() >= 3 })
+		ms[0].Del("doc:readers")
+		<-ctx.Done()
+		assert.ErrorIs(t, context.Cause(ctx), redlock.ErrLockLost)
+		return nil
+	})
+	assert.ErrorIs(t, err, redlock.ErrLockLost)
+	assert.Equal(t, int64(1), acquired.Load(), "the observer saw the reader's acquisition")
+	assert.False(t, ms[0].Exists("doc"), "released after the loss: no reader left")
 }
