@@ -146,6 +146,47 @@ type MultiLocker interface {
 	ExtendMany(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error)
 }
 
+// RWLocker is the optional capability of a Backend that keeps read-write
+// locks (ReadWriteLocker: RLock, WLock). Per key, the node keeps the
+// readers, each with its own token and deadline, and the writer; the lock
+// key itself holds the writer's token, or a marker while readers hold,
+// with a TTL reaching the latest reader's deadline, so a writer is a
+// mutex on the key (Acquire refuses it while readers hold, and the
+// writer's release, extension and fence raise are Release, Extend and
+// RaiseFence). Readers live in key + ":readers", the "writer waiting"
+// mark in key + ":writer-waiting" (with Redis Cluster, in the key's hash
+// slot). WLock and RLock refuse a node that is not an RWLocker, with
+// ErrInvalid. Each method is one atomic step (one script of Lua).
+type RWLocker interface {
+	// AcquireRead adds token as a reader of key with the TTL, refused
+	// while a writer (or mutex) holds key or a writer waits (its mark
+	// exists). Granted, it also returns key's fence counter, unchanged
+	// (the latest fenced writer's generation, 0 if none). A resend by a
+	// reader that holds is granted again (Lua.AcquireRead).
+	AcquireRead(ctx context.Context, key, token string, ttl time.Duration) (ok bool, fence int64, err error)
+
+	// RaiseReadFence is RaiseFence for a reader: it raises key's fence
+	// counter to at least fence, only while token's share is live
+	// (Lua.RaiseReadFence).
+	RaiseReadFence(ctx context.Context, key, token string, fence int64) (bool, error)
+
+	// ReleaseRead removes token's share and reports whether it was live;
+	// when no live reader is left it deletes the key and, when announce
+	// is true, announces it on ReleaseChannel(key) as Release does
+	// (Lua.ReleaseRead).
+	ReleaseRead(ctx context.Context, key, token string, announce bool) (bool, error)
+
+	// ExtendRead resets token's share to the TTL from now, only while it
+	// is live, and reports whether it did (Lua.ExtendRead).
+	ExtendRead(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+
+	// AcquireWrite is Acquire (fenced: AcquireFenced, returning the
+	// counter's new value) that, when refused, leaves the "writer
+	// waiting" mark for mark (none when mark is 0), refusing new readers
+	// meanwhile; granted, it deletes the mark (Lua.AcquireWrite).
+	AcquireWrite(ctx context.Context, key, token string, ttl, mark time.Duration, fenced bool) (ok bool, fence int64, err error)
+}
+
 // KeySetChecker is the optional capability of a MultiLocker that cannot
 // hold every set of keys together: a Redis Cluster node needs them (and
 // their fence counters and release channels) in one hash slot. LockMany
@@ -193,6 +234,16 @@ var (
 	extendManyLua string
 	//go:embed fence_many.lua
 	raiseFencesLua string
+	//go:embed acquire_read.lua
+	acquireReadLua string
+	//go:embed fence_read.lua
+	raiseReadFenceLua string
+	//go:embed release_read.lua
+	releaseReadLua string
+	//go:embed extend_read.lua
+	extendReadLua string
+	//go:embed acquire_write.lua
+	acquireWriteLua string
 )
 
 // Lua holds the source of the scripts a Redis adapter runs, so that no
@@ -232,6 +283,16 @@ var (
 //   - ExtendMany: ARGV as Extend. Replies 1 if every key held the token
 //     and all were extended, 0 otherwise (nothing changed).
 //
+// The scripts of RWLocker (each documents its KEYS and ARGV; the readers
+// key is key + ":readers", the mark key + ":writer-waiting", the counter
+// key + ":fence"):
+//
+//   - AcquireRead: replies the fence counter (>= 0) if granted, -1 if not.
+//   - RaiseReadFence, ExtendRead: reply 1 or 0.
+//   - ReleaseRead: replies 1 if the share was live, 0 otherwise.
+//   - AcquireWrite: replies 1 or the new counter (fenced) if granted, 0
+//     if not.
+//
 // Both keys of a fenced script (every key of a MultiLocker script) must
 // live on one node: with Redis Cluster, in one hash slot, and so must the
 // release channel for SPUBLISH; a key with a hash tag ("{order:1}")
@@ -241,5 +302,8 @@ var Lua = struct {
 	Release, Extend, AcquireFenced, RaiseFence string
 
 	AcquireMany, AcquireManyFenced, RaiseFences, ReleaseMany, ExtendMany string
+
+	AcquireRead, RaiseReadFence, ReleaseRead, ExtendRead, AcquireWrite string
 }{releaseLua, extendLua, acquireFencedLua, raiseFenceLua,
-	acquireManyLua, acquireManyFencedLua, raiseFencesLua, releaseManyLua, extendManyLua}
+	acquireManyLua, acquireManyFencedLua, raiseFencesLua, releaseManyLua, extendManyLua,
+	acquireReadLua, raiseReadFenceLua, releaseReadLua, extendReadLua, acquireWriteLua}

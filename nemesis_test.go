@@ -424,6 +424,7 @@ type nemesisRun struct {
 	nodeTimeout time.Duration
 	lockers     int
 	setLockers  int // the last setLockers lockers take random sets of 1 to 3 keys (LockMany)
+	rwLockers   int // the rwLockers before them take random keys as readers or writers (RLock, WLock)
 	keys        []string
 }
 
@@ -439,6 +440,15 @@ func nemesisLock(ctx context.Context, lk *redlock.Redlock, rng *rand.Rand, keys 
 		set[i] = keys[j]
 	}
 	return lk.LockMany(ctx, set)
+}
+
+// nemesisRW takes a random key as a reader or as the writer.
+func nemesisRW(ctx context.Context, lk *redlock.Redlock, rng *rand.Rand, keys []string, reading bool) (*redlock.Lock, error) {
+	key := keys[rng.IntN(len(keys))]
+	if reading {
+		return lk.RLock(ctx, key)
+	}
+	return lk.WLock(ctx, key)
 }
 
 // nemesisEvent is one entry of the fault schedule, for the report.
@@ -465,8 +475,9 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		notHeldValid               [2]atomic.Int64
 		acquiredBy                 [2]atomic.Int64 // by lockers without / with go-redis resends
 		fencedAcq                  atomic.Int64
-		setAcq                     atomic.Int64 // sets of two or three keys
-		lateGrants                 atomic.Int64 // Lock returned after the lock's Until
+		setAcq                     atomic.Int64    // sets of two or three keys
+		rwAcq                      [2]atomic.Int64 // readers, writers
+		lateGrants                 atomic.Int64    // Lock returned after the lock's Until
 		lockers                    sync.WaitGroup
 		stopLockers                = make(chan struct{})
 		schedule                   []nemesisEvent
@@ -491,6 +502,8 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		name := fmt.Sprintf("L%d", id)
 		lk := nodes.locker(t, name, maxRetries, opts...)
 		rng := rand.New(rand.NewPCG(cfg.seed, uint64(id)+1))
+		sets := id >= cfg.lockers-cfg.setLockers
+		rw := !sets && id >= cfg.lockers-cfg.setLockers-cfg.rwLockers
 		lockers.Go(func() {
 			for acq := 0; ; {
 				select {
@@ -500,7 +513,14 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 				}
 				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 				callStart := time.Now()
-				l, err := nemesisLock(lctx, lk, rng, cfg.keys, id >= cfg.lockers-cfg.setLockers)
+				reading := rw && rng.IntN(2) == 0
+				var l *redlock.Lock
+				var err error
+				if rw {
+					l, err = nemesisRW(lctx, lk, rng, cfg.keys, reading)
+				} else {
+					l, err = nemesisLock(lctx, lk, rng, cfg.keys, sets)
+				}
 				if err != nil {
 					lcancel()
 					chk.Fail(faultClassify(err), fmt.Errorf("%s: %w", name, err))
@@ -517,11 +537,20 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 						t.Logf("%s: Lock returned %v after the lock's Until (the call took %v)", holder, over.Round(time.Millisecond), time.Since(callStart).Round(time.Millisecond))
 					}
 				}
-				in := chk.EnterMany(l.Keys(), holder, l.Until())
+				var in *exclusion.Entry
+				if reading {
+					in = chk.EnterShared(l.Key(), holder, l.Until())
+					rwAcq[0].Add(1)
+				} else {
+					in = chk.EnterMany(l.Keys(), holder, l.Until())
+				}
+				if rw && !reading {
+					rwAcq[1].Add(1)
+				}
 				if len(l.Keys()) > 1 {
 					setAcq.Add(1)
 				}
-				if fenced {
+				if fenced && !reading { // a reader's fence is a writer's generation, not its own
 					fences.add(holder, l)
 					fencedAcq.Add(1)
 				}
@@ -531,7 +560,17 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 					acquiredBy[0].Add(1)
 				}
 				hold := time.Duration(1+rng.IntN(80)) * time.Millisecond
-				watch.hold(ctx, nodes, l, holder, time.Now().Add(hold), 10*time.Millisecond)
+				if reading {
+					// The quorum watch reads the key's token, which a
+					// reader does not write (the key holds the readers'
+					// marker): readers are judged by the checker alone.
+					select {
+					case <-ctx.Done():
+					case <-time.After(hold):
+					}
+				} else {
+					watch.hold(ctx, nodes, l, holder, time.Now().Add(hold), 10*time.Millisecond)
+				}
 				in.Exit()
 				validLeft := time.Until(l.Until()) > 0
 				err = l.Unlock(lctx)
@@ -648,6 +687,11 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 	if cfg.setLockers > 0 {
 		assert.Positive(t, setAcq.Load(), "set lockers got sets of several keys too")
 	}
+	t.Logf("read-write lockers: %d reader and %d writer acquisitions", rwAcq[0].Load(), rwAcq[1].Load())
+	if cfg.rwLockers > 0 {
+		assert.Positive(t, rwAcq[0].Load(), "readers got the lock too")
+		assert.Positive(t, rwAcq[1].Load(), "writers got the lock too")
+	}
 	assert.Positive(t, faultCount[faultproxy.Late]+faultCount[faultproxy.LoseReply]+faultCount[faultproxy.Stall], "faults were injected")
 }
 
@@ -683,9 +727,11 @@ func nemesisReportSchedule(t *testing.T, schedule []nemesisEvent, overlaps []exc
 
 // TestNemesis runs the random nemesis on five redis-server processes:
 // eight lockers (half fenced, half with go-redis's default resends), three
-// keys, five lockers taking one key at a time and three taking random sets
-// of one to three keys (LockMany), so sets overlap each other and single
-// keys; the checker judges every key. TTL 500 ms, node timeout 40 ms.
+// keys: three lockers taking one key at a time, two taking a random key as
+// a reader or as the writer (RLock, WLock) and three taking random sets of
+// one to three keys (LockMany), so sets overlap each other, single keys,
+// readers and writers; the checker judges every key (readers may overlap
+// each other, nothing else may). TTL 500 ms, node timeout 40 ms.
 // About 45 s by default.
 func TestNemesis(t *testing.T) {
 	c := redistest.Start(t, 5)
@@ -696,6 +742,7 @@ func TestNemesis(t *testing.T) {
 		nodeTimeout: 40 * time.Millisecond,
 		lockers:     8,
 		setLockers:  3,
+		rwLockers:   2,
 		keys:        []string{"nemesis-a", "nemesis-b", "nemesis-c"},
 	})
 }

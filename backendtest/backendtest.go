@@ -116,6 +116,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"Notifier", notifierChecks},
 		{"MultiLocker", multiChecks},
 		{"Peeker", peekerChecks},
+		{"RWLocker", rwChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},
 	}

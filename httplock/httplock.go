@@ -158,8 +158,9 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 type Middleware struct {
 	locker   redlock.Locker
 	record   RecordFunc
-	records  RecordsFunc          // NewMany: several records at once, through sets
-	sets     redlock.KeySetLocker // NewMany's locker
+	records  RecordsFunc             // NewMany: several records at once, through sets
+	sets     redlock.KeySetLocker    // NewMany's locker
+	rw       redlock.ReadWriteLocker // WithReadLocks: reads share, writes are writers
 	keys     KeySpace
 	methods  map[string]bool // upper case; nil: every method but GET, HEAD, OPTIONS and POST
 	lockOpts []redlock.Option
@@ -275,7 +276,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		return m.wrapMany(next)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !m.locks(r.Method) {
+		read := m.reads(r.Method)
+		if !read && !m.locks(r.Method) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -294,7 +296,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		m.serveLocked(w, r, next, func(run func(context.Context) error) error {
-			return m.locker.Do(r.Context(), key, run, m.lockOpts...)
+			return m.doKey(r.Context(), key, read, run)
 		})
 	})
 }

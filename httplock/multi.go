@@ -68,6 +68,9 @@ func NewMany(locker redlock.KeySetLocker, records RecordsFunc, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
+	if m.rw != nil {
+		return nil, fmt.Errorf("%w: httplock: WithReadLocks is for New's one record per request, not NewMany", redlock.ErrInvalid)
+	}
 	m.records, m.sets = records, locker
 	return m, nil
 }

@@ -42,7 +42,7 @@ const (
 	exitNotExecutable = 126
 )
 
-const runUsage = `usage: redlock run --key K [--key K2 ...] [--permits P] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+const runUsage = `usage: redlock run --key K [--key K2 ...] [--permits P | --read] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
 
 Runs command only while holding the distributed lock K: a flock for cron
 jobs that run on many hosts. Several --key flags take several locks at
@@ -51,7 +51,9 @@ holds every one of them. With --permits P (and one --key), K names a
 semaphore of P permits instead, and command runs while holding one of
 them, so at most P copies run at once across the hosts (the permits are
 the locks K:permit:0 to K:permit:P-1; "busy" then means all P were
-held). The lock is renewed every TTL/3 while the
+held). --read takes a reader's share of one key (redlock's DoRead):
+commands run with --read on the same key run side by side, and one
+without waits for them (as a writer). The lock is renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
 --grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
@@ -90,6 +92,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		keys = append(keys, k)
 		return nil
 	})
+	read := fs.Bool("read", false, "take a shared (reader's) lock on the one --key: other --read runs may hold it too")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
 	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
@@ -109,6 +112,8 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	switch {
 	case len(keys) == 0:
 		return usage("--key is required")
+	case *read && len(keys) > 1:
+		return usage("--read takes one --key")
 	case len(argv) == 0:
 		return usage("no command given (put it after --)")
 	case *wait < 0:
@@ -133,7 +138,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("%v", err)
 	}
 	defer closer.Close()
-	do, what, err := holder(locker, keys, *permits)
+	do, what, err := holder(locker, keys, *permits, *read)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -181,8 +186,18 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 // holder returns how to run a function while holding the lock key (Do),
 // the locks keys all at once (DoMany), or one of permits permits of the
 // semaphore keys[0] when permits > 0, and what it holds, for messages.
-func holder(locker redlock.Locker, keys []string, permits int) (func(context.Context, func(context.Context) error) error, string, error) {
+func holder(locker redlock.Locker, keys []string, permits int, read bool) (func(context.Context, func(context.Context) error) error, string, error) {
 	switch {
+	case read && permits > 0:
+		return nil, "", fmt.Errorf("--read and --permits do not go together")
+	case read:
+		rw, ok := locker.(redlock.ReadWriteLocker)
+		if !ok {
+			return nil, "", fmt.Errorf("%w: %T cannot take read locks", redlock.ErrInvalid, locker)
+		}
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return rw.DoRead(ctx, keys[0], fn)
+		}, fmt.Sprintf("a read lock on %q", keys[0]), nil
 	case permits > 0 && len(keys) > 1:
 		return nil, "", fmt.Errorf("--permits takes one --key (the semaphore's name), not %d", len(keys))
 	case permits > 0:

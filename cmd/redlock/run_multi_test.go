@@ -45,3 +45,27 @@ func portOf(t *testing.T, addr string) string {
 	require.NoError(t, err)
 	return port
 }
+
+// TestRunRead: --read runs beside a reader that holds the key, not beside
+// a mutex; a run without --read waits for readers.
+func TestRunRead(t *testing.T) {
+	addr, c := oneMaster(t)
+	s, err := redlock.NewSingle(adapt(t, c), redlock.WithTTL(30*time.Second), redlock.WithStrategy(redlock.Reject()))
+	require.NoError(t, err)
+	reader, err := s.RLock(t.Context(), "job:r")
+	require.NoError(t, err)
+	st, _, errs := runT(t, "--addrs", addr, "--read", "--key", "job:r", "--", "true")
+	assert.Equal(t, 0, st, errs, "readers share the key")
+	st, _, errs = runT(t, "--addrs", addr, "--key", "job:r", "--", "true")
+	assert.Equal(t, exitBusy, st, errs, "a run without --read is a writer")
+	require.NoError(t, reader.Unlock(context.Background()))
+
+	held, err := s.Lock(t.Context(), "job:r")
+	require.NoError(t, err)
+	st, _, errs = runT(t, "--addrs", addr, "--read", "--key", "job:r", "--", "true")
+	assert.Equal(t, exitBusy, st, errs, "a reader while a mutex holds")
+	require.NoError(t, held.Unlock(context.Background()))
+
+	st, _, _ = runT(t, "--addrs", addr, "--read", "--key", "a", "--key", "b", "--", "true")
+	assert.Equal(t, exitUsage, st, "--read with several keys")
+}

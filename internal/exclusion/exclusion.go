@@ -61,9 +61,13 @@ func (o Outcome) String() string {
 // Section is one critical section: Holder held Key from Start until End,
 // believing the lock valid until Until. A section under a lock on several
 // keys at once (EnterMany) holds each of Keys, and Key is the set's name.
+//
+// A Shared section (a reader's, EnterShared) may overlap other shared
+// sections of its key, never an exclusive one.
 type Section struct {
 	Key    string
 	Keys   []string // the keys held, for a set; nil for Key alone
+	Shared bool     // a reader's: overlaps other readers without violation
 	Holder string
 	Start  time.Time // Lock returned
 	End    time.Time // left the section; zero while still inside
@@ -161,6 +165,17 @@ func (c *Checker) EnterMany(keys []string, holder string, until time.Time) *Entr
 	return &Entry{c: c, s: s}
 }
 
+// EnterShared is Enter for a reader's share of key: the section may
+// overlap other readers' sections of key, never a writer's (or any other
+// exclusive section's).
+func (c *Checker) EnterShared(key, holder string, until time.Time) *Entry {
+	s := &Section{Key: key, Shared: true, Holder: holder, Start: time.Now(), Until: until}
+	c.mu.Lock()
+	c.sections = append(c.sections, s)
+	c.mu.Unlock()
+	return &Entry{c: c, s: s}
+}
+
 // Entry is a critical section in progress.
 type Entry struct {
 	c *Checker
@@ -248,7 +263,7 @@ func (c *Checker) Sections() []Section {
 
 // Overlaps returns the violations: on a key admitting one holder, every
 // pair of sections of that key (a set's section counts for each of its
-// keys), held by different holders, whose valid intervals [Start,
+// keys), held by different holders and not both shared (readers), whose valid intervals [Start,
 // ValidEnd) intersect; on a key bounded above one (Bound), every section
 // whose start put more holders than the bound inside at once. Touching
 // intervals (one ends exactly when the next starts) do not overlap.
@@ -328,13 +343,14 @@ func otherHolders(active []Section, s Section) []Section {
 }
 
 // violations judges s entering while active were inside: against each
-// other holder on a key of one holder, as one violation when more
+// other holder on a key of one holder (two readers, shared sections, do
+// not exclude each other), as one violation when more
 // holders than bound were inside on a key bounded otherwise.
 func violations(key string, bound int, active []Section, s Section) []Overlap {
 	if bound == 1 {
 		var out []Overlap
 		for _, a := range active {
-			if a.Holder != s.Holder {
+			if a.Holder != s.Holder && !(a.Shared && s.Shared) {
 				out = append(out, Overlap{Key: key, A: a, B: s, From: s.Start, To: earliest(a.ValidEnd(), s.ValidEnd()), Bound: 1})
 			}
 		}

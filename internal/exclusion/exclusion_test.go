@@ -294,3 +294,30 @@ func holders(ss []Section) []string {
 	}
 	return out
 }
+
+// TestSharedSections: readers' sections of a key overlap each other
+// freely; a reader and an exclusive section (a writer) overlapping is a
+// violation, either way round.
+func TestSharedSections(t *testing.T) {
+	c := New()
+	r1 := sec("k", "r1", 0, 100, 1000)
+	r1.Shared = true
+	r2 := sec("k", "r2", 50, 150, 1000)
+	r2.Shared = true
+	c.Record(r1)
+	c.Record(r2)
+	assert.Empty(t, c.Overlaps(), "readers share")
+	c.Record(sec("k", "w", 120, 200, 1000))
+	ov := c.Overlaps()
+	require.Len(t, ov, 1, "the writer overlaps the second reader")
+	assert.Equal(t, "r2", ov[0].A.Holder)
+	assert.Equal(t, "w", ov[0].B.Holder)
+
+	c2 := New()
+	c2.Record(sec("k", "w", 0, 100, 1000))
+	in := c2.EnterShared("k", "r", at(2000))
+	in.Exit()
+	assert.True(t, c2.Sections()[1].Shared)
+	c2.Record(Section{Key: "k", Shared: true, Holder: "r0", Start: at(50), End: at(60), Until: at(1000)})
+	assert.Len(t, c2.Overlaps(), 1, "a reader inside a writer's section")
+}
