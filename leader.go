@@ -52,7 +52,7 @@ type peek struct {
 
 // read asks every node for the key's token and counter and decides.
 func (e *Election) read(ctx context.Context) (Leader, error) {
-	s := scope{key: e.name, nodes: e.lk.nodes, cfg: &e.cfg}
+	s := scope{key: e.name, what: oneKey{}, nodes: e.lk.nodes, cfg: &e.cfg}
 	peeks := make([]peek, len(s.nodes))
 	r := s.fanOut(ctx, "peek", nil, func(ctx context.Context, i int, b Backend) (bool, error) {
 		tok, f, err := b.(Peeker).Peek(ctx, e.name)

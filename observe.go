@@ -51,7 +51,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 // that can notify: each one sends on notice, which never blocks. It
 // returns the function that unsubscribes.
 func (e *Election) subscribe(ctx context.Context, notice chan<- struct{}) func() {
-	s := scope{key: e.name, nodes: e.lk.nodes, cfg: &e.cfg}
+	s := scope{key: e.name, what: oneKey{}, nodes: e.lk.nodes, cfg: &e.cfg}
 	stops := make([]func(), len(s.nodes))
 	s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)
