@@ -31,18 +31,28 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 // and on contention or unavailability ask the strategy whether and how
 // long to wait before the next attempt.
 func acquire(ctx context.Context, s scope) (*Lock, error) {
-	cfg, key := s.cfg, s.key
-	start := cfg.clock.Now()
+	start := s.cfg.clock.Now()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
 	w.stopWatching()
+	return s.settle(ctx, start, w.attempts, lock, err)
+}
+
+// settle ends an acquisition that started at start and made attempts:
+// it refuses a lock whose validity is already over and reports
+// EventAcquire on s.key (the granted lock's key, if any).
+func (s scope) settle(ctx context.Context, start time.Time, attempts int, lock *Lock, err error) (*Lock, error) {
+	cfg, key := s.cfg, s.key
 	if lock != nil && !cfg.clock.Now().Before(lock.until) {
 		// Never hand out a lock whose validity is already over (the
 		// process was descheduled between the grant and here).
 		_ = lock.Unlock(ctx)
 		lock, err = nil, fmt.Errorf("%w: %q: validity ran out before Lock returned", ErrNotAcquired, key)
 	}
-	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: w.attempts, Err: err}
+	if lock != nil {
+		key = lock.key
+	}
+	e := Event{Kind: EventAcquire, Key: key, Duration: cfg.clock.Now().Sub(start), Attempt: attempts, Err: err}
 	if lock != nil {
 		e.Fence = lock.Fence()
 	}
@@ -169,7 +179,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		return nil, err
 	}
 	w.attempts++
-	token := newToken()
+	token := newToken() + w.cfg.tokenSuffix
 	if w.wake != nil {
 		w.wake.begin(token)
 	}

@@ -197,6 +197,19 @@ type KeySetChecker interface {
 	CheckKeys(keys []string) error
 }
 
+// Peeker is the optional capability of a Backend that reads a lock key
+// without taking it, for leader election (Election.Leader and Observe;
+// NewElection refuses a node that is not a Peeker, with ErrInvalid).
+type Peeker interface {
+	// Peek returns the token that key holds ("" when key does not exist)
+	// and the value of its fence counter (key + ":fence", 0 when it does
+	// not exist) read in one atomic step, MGET key key:fence, so the pair
+	// is one moment's state of the node: an election reads a leader's
+	// term beside its token (see docs/election.md). It changes nothing
+	// on the node; a counter that is not an integer is an error.
+	Peek(ctx context.Context, key string) (token string, fence int64, err error)
+}
+
 // ReleaseChannel returns the pub/sub channel on which a release announces
 // itself: "redlock:released:" + key. Adapters subscribe to it (Notifier);
 // operators can watch a lock with SUBSCRIBE on it.

@@ -62,6 +62,12 @@ func doScope(ctx context.Context, s scope, fn func(context.Context) error) (err 
 	if err != nil {
 		return err
 	}
+	return hold(ctx, l, fn)
+}
+
+// hold runs fn while holding l, as Do describes: the heartbeat renews l,
+// its loss cancels fn's context, and l is released however fn ends.
+func hold(ctx context.Context, l *Lock, fn func(context.Context) error) (err error) {
 	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{}, l))
 	l.onLost = cancel // set before the heartbeat can call it
 	l.startRenewal(ctx)

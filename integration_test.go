@@ -119,7 +119,10 @@ func TestRealServersMinorityDown(t *testing.T) {
 
 func TestRealServersPausedNodeIsBoundedByNodeTimeout(t *testing.T) {
 	c, bs := realNodes(t, 3)
-	r, err := redlock.New(bs, redlock.WithTTL(5*time.Second), redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
+	// 500 ms per node call: enough for the two live masters on a loaded
+	// machine under -race (100 ms was seen to time out there too), far
+	// below the stalled master's forever.
+	r, err := redlock.New(bs, redlock.WithTTL(5*time.Second), redlock.WithNodeTimeout(500*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	c.Servers[0].Pause()
 	defer c.Servers[0].Resume()

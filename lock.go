@@ -17,6 +17,7 @@ type Lock struct {
 	what     target
 	token    string
 	fences   []int64 // one per key, with WithFencing; nil without
+	slot     int     // the semaphore slot it holds, or -1
 	nodes    []Backend
 	cfg      config
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
@@ -54,6 +55,12 @@ func (l *Lock) Keys() []string {
 // granted the lock, unique per acquisition (a UUID v4). Only the holder of
 // the token can release or extend the lock.
 func (l *Lock) Token() string { return l.token }
+
+// Slot returns the semaphore slot this lock holds, in [0, permits), when
+// it is a permit returned by a Semaphore, and -1 for a plain lock. Fencing
+// tokens of a semaphore are counted per slot: a fenced resource keeps the
+// highest Fence it has seen for each slot and refuses lower ones.
+func (l *Lock) Slot() int { return l.slot }
 
 // Fence returns the lock's fencing token: a number that is strictly
 // greater than that of every earlier holder of the key, to be sent along

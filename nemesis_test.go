@@ -228,14 +228,19 @@ type fenceRecords struct {
 }
 
 func (f *fenceRecords) add(holder string, l *redlock.Lock) {
+	for i, k := range l.Keys() {
+		f.addFence(holder, k, l.Fences()[i])
+	}
+}
+
+// addFence records one fence of holder on key (an election's term).
+func (f *fenceRecords) addFence(holder, key string, fence int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tokens == nil {
 		f.tokens = map[[2]string]int64{}
 	}
-	for i, k := range l.Keys() {
-		f.tokens[[2]string{holder, k}] = l.Fences()[i]
-	}
+	f.tokens[[2]string{holder, key}] = fence
 }
 
 // verify checks, per key, that every fenced holder whose Lock returned

@@ -54,9 +54,9 @@ const (
 	// timeout; not a refusal, nor a call cut short because its caller
 	// cancelled, such as an extension in flight when Unlock stops the
 	// heartbeat). Node names it, Op is "acquire", "extend",
-	// "release", "fence" (the fencing raise round) or "watch"
-	// (subscribing to release notifications), Duration is how long the
-	// call took.
+	// "release", "fence" (the fencing raise round), "watch"
+	// (subscribing to release notifications) or "peek" (an election's
+	// read of who leads), Duration is how long the call took.
 	EventNodeError
 )
 

@@ -32,6 +32,7 @@ type config struct {
 	noHandoff   bool
 	observer    Observer
 	lines       *lines // the locker's waiters (line.go), shared by copies
+	tokenSuffix string // appended to every attempt's random token (election.go)
 }
 
 func defaultConfig() config {
@@ -113,6 +114,12 @@ func WithFencing() Option { return func(c *config) { c.fencing = true } }
 // difference and for servers where PUBLISH/SUBSCRIBE is disabled: releases
 // then publish nothing.
 func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
+
+// withTokenSuffix makes every attempt's token the random part followed by
+// suffix: a campaign stores its value there, for readers of the key
+// (election.go). Unexported: a suffix is not random, and only the
+// election knows how to read it back.
+func withTokenSuffix(suffix string) Option { return func(c *config) { c.tokenSuffix = suffix } }
 
 // setup checks a locker's nodes and default options.
 func setup(nodes []Backend, opts []Option) (config, error) {

@@ -28,6 +28,20 @@
 // release instead of sleeping out their delay (hand-off, [WithHandoff]).
 // An [Observer] sees every operation; nothing is logged by default.
 //
+// A [Semaphore] admits at most K holders of a name at once: its permits
+// are locks on K slots, so a permit renews, is lost and is fenced like a
+// lock, and the bound holds under the same assumptions as the lock's.
+//
+// # Leader election
+//
+// [NewElection] builds an election on a Single or a Redlock: [Election.Campaign]
+// waits until the caller leads and returns a [Leadership] whose lease
+// renews itself, whose term ([Leadership.Term]) is a fencing token
+// strictly greater than every earlier leader's, and which ends on
+// [Leadership.Resign] (handing over at once to a waiting campaign) or
+// when the lease is lost. [Election.Leader] and [Election.Observe] read
+// who leads from a quorum of the nodes (docs/election.md).
+//
 // # Safety assumptions
 //
 // A Redlock is safe while (1) the nodes' clocks run at the same rate as the
@@ -119,4 +133,26 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 // cancelled. See Locker.Do for the heartbeat and what a lost lock does.
 func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	return r.do(ctx, key, fn, opts)
+}
+
+// baseOf returns the locker inside a *Single or *Redlock, for the
+// primitives built on one (user names the constructor, for errors): they
+// need its nodes and configuration, which the Locker interface does not
+// give, so a wrapping or foreign Locker is ErrInvalid.
+func baseOf(l Locker, user string) (*locker, error) {
+	switch v := l.(type) {
+	case *Single:
+		if v != nil {
+			return &v.locker, nil
+		}
+	case *Redlock:
+		if v != nil {
+			return &v.locker, nil
+		}
+	default:
+		if v != nil {
+			return nil, invalidf("%s: %T is not a *Single or *Redlock of this package", user, l)
+		}
+	}
+	return nil, invalidf("%s: nil locker", user)
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -49,6 +50,15 @@ const (
 type retry struct {
 	retries int
 	base    time.Duration
+	cap     time.Duration // the longest delay; 0: none (exported Retry)
+}
+
+// retryForever is the strategy of a campaign (election.go): a retry every
+// d, never giving up, so only the caller's context ends the wait. It is a
+// retry (not a Strategy of its own) so that campaigners of one locker
+// stand in line and are woken by hand-off like any Retry waiter.
+func retryForever(d time.Duration) retry {
+	return retry{retries: math.MaxInt, base: d, cap: d}
 }
 
 func (r retry) Backoff(n int) (time.Duration, bool) {
@@ -56,10 +66,14 @@ func (r retry) Backoff(n int) (time.Duration, bool) {
 		return 0, false
 	}
 	const maxDelay = time.Duration(1<<63 - 1)
-	if n >= 63 || r.base > maxDelay>>n {
-		return maxDelay, true
+	d := maxDelay
+	if n < 63 && r.base <= maxDelay>>n {
+		d = r.base << n
 	}
-	return r.base << n, true
+	if r.cap > 0 {
+		d = min(d, r.cap)
+	}
+	return d, true
 }
 
 func (r retry) String() string { return fmt.Sprintf("retry(%d, %v)", r.retries, r.base) }

@@ -116,6 +116,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"Notifier", notifierChecks},
 		{"MultiLocker", multiChecks},
 		{"RWLocker", rwChecks},
+		{"Peeker", peekerChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},
 	}

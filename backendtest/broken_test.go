@@ -71,6 +71,9 @@ var brokenCases = []brokenCase{
 	{name: "reader-ignores-writer", group: "RWLocker", fails: map[string]string{
 		"WriterPreference": "AcquireRead while a writer waits (its mark is set) reported true",
 	}},
+	{name: "peek-no-fence", group: "Peeker", fails: map[string]string{
+		"Fence": "Peek must read the key's token and its fence counter",
+	}},
 	{name: "ignores-context", group: "Context", fails: map[string]string{
 		"Canceled": "Acquire with a cancelled context returned error <nil>, want one matching context.Canceled",
 		"Stall":    "Acquire with a 100ms deadline on a stalled node did not return within 2s",
@@ -150,8 +153,8 @@ func TestBrokenHelper(t *testing.T) {
 }
 
 // wrapper passes every call to the correct adapter, except the one its
-// kind breaks. It implements Fencer, Notifier, MultiLocker and RWLocker
-// (broken_rw_test.go), as the adapter does.
+// kind breaks. It implements Fencer, Notifier, MultiLocker, Peeker and
+// RWLocker (broken_rw_test.go), as the adapter does.
 type wrapper struct {
 	redlock.Backend
 	kind string
@@ -250,6 +253,14 @@ func (w *wrapper) Notify(ctx context.Context, key string, released func(string))
 	w.stops = append(w.stops, stop)
 	w.mu.Unlock()
 	return func() {}, nil
+}
+
+func (w *wrapper) Peek(ctx context.Context, key string) (string, int64, error) {
+	if w.kind == "peek-no-fence" { // reads the token alone
+		v, err := w.c.Get(ctx, key).Result()
+		return v, 0, ignoreNil(err)
+	}
+	return w.Backend.(redlock.Peeker).Peek(w.ctx(ctx), key)
 }
 
 // stopAll calls the real stops that stop-keeps-calling withheld.

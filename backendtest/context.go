@@ -46,6 +46,12 @@ func (n *node) ops() []op {
 				return err
 			}})
 	}
+	if pk, ok := n.b.(redlock.Peeker); ok {
+		ops = append(ops, op{"Peek", func(ctx context.Context) error {
+			_, _, err := pk.Peek(ctx, key())
+			return err
+		}})
+	}
 	if nf, ok := n.b.(redlock.Notifier); ok {
 		ops = append(ops, op{"Notify", func(ctx context.Context) error { return notifyCall(ctx, nf, key()) }})
 	}

@@ -2,8 +2,9 @@
 // adapters, in the manner of testing/fstest: the author of an adapter for
 // a Redis client, or for another store, runs it from the adapter's own
 // tests to check that the adapter keeps the contract the lockers rely on
-// (redlock.Backend, and the optional redlock.Fencer, redlock.Notifier and
-// redlock.MultiLocker when it implements them). It imports only the redlock package and the
+// (redlock.Backend, and the optional redlock.Fencer, redlock.Notifier,
+// redlock.MultiLocker and redlock.Peeker when it implements them). It
+// imports only the redlock package and the
 // standard library, so an adapter's module inherits nothing else from it.
 //
 // # Running it
@@ -95,8 +96,13 @@
 //     AcquireManyFenced increments each key's own counter once (a resend
 //     answers the same, a refusal moves none) and RaiseFences raises each
 //     counter only with the token, never lowering one.
+//   - Peeker (skipped if not implemented): Peek of a free key answers ("",
+//     0) and leaves it free; of a held key, its token; with a Fencer,
+//     the counter beside the token after AcquireFenced and RaiseFence,
+//     and after the release (the counter outlives the key); an expired
+//     key reads as free.
 //   - Context: with an already cancelled context every method, including
-//     AcquireFenced, RaiseFence and Notify when implemented, returns an
+//     AcquireFenced, RaiseFence, Peek and Notify when implemented, returns an
 //     error matching context.Canceled within PromptBound (whether the
 //     command was sent is not asked). With Target.Stall: on a stalled node
 //     every method given a StallDeadline deadline returns, within

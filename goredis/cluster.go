@@ -3,11 +3,10 @@ package goredis
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -131,63 +130,16 @@ func (g *clusterNode) slotHub(s uint16) *hub {
 
 // clusterKey maps a lock key to the key the cluster node uses, so that
 // the key, its fence counter (+ fenceSuffix) and its release channel
-// (redlock.ReleaseChannel) hash to one slot:
-//
-//   - a key with a hash tag is used as it is: the other two names share
-//     its tag;
-//   - a key without one is wrapped in one: "order:42" becomes
-//     "{order:42}";
-//   - a key whose first "{" is followed at once by "}" (an empty tag, with
-//     which Redis hashes the whole key) is refused, as is a key without a
-//     tag that starts with "}" (wrapped, its tag would be empty).
-//
-// Refusals match redlock.ErrInvalid.
+// (redlock.ReleaseChannel) hash to one slot, by the rules of package
+// internal/hashslot (shared with the rueidis adapter, so that both map a
+// key alike). Refusals match redlock.ErrInvalid.
 func clusterKey(key string) (string, error) {
-	if _, ok := hashTag(key); ok {
-		return key, nil
+	k, err := hashslot.Key(key)
+	if err != nil {
+		return "", fmt.Errorf("goredis: %w", err)
 	}
-	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasPrefix(key[i+1:], "}") {
-		return "", fmt.Errorf(`%w: goredis: key %q has an empty hash tag "{}": Redis Cluster would hash the whole key, and its fence counter and release channel would land in other slots; put the tag's text between the braces, or drop them`,
-			redlock.ErrInvalid, key)
-	}
-	if strings.HasPrefix(key, "}") || key == "" {
-		return "", fmt.Errorf(`%w: goredis: key %q has no hash tag and starts with "}": the tag a Redis Cluster node gives such a key ("{" + key + "}") would be empty`,
-			redlock.ErrInvalid, key)
-	}
-	return "{" + key + "}", nil
+	return k, nil
 }
 
-// hashTag returns the hash tag of key by Redis Cluster's rule: the text
-// between its first "{" and the first "}" after it, when that is not
-// empty. ok is false when key has no tag (Redis then hashes all of it).
-func hashTag(key string) (tag string, ok bool) {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return "", false
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	if j <= 0 {
-		return "", false
-	}
-	return key[i+1 : i+1+j], true
-}
-
-// slot returns the hash slot of key: CRC16 (XMODEM) of its hash tag, or of
-// the whole key without one, modulo 16384.
-func slot(key string) uint16 {
-	if tag, ok := hashTag(key); ok {
-		key = tag
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+// slot returns the hash slot of key (hashslot.Of).
+func slot(key string) uint16 { return hashslot.Of(key) }

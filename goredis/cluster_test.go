@@ -29,65 +29,6 @@ func fresh(prefix string) string {
 	return prefix + ":" + hex.EncodeToString(b[:])
 }
 
-// TestClusterKey: the documented mapping, key by key.
-func TestClusterKey(t *testing.T) {
-	for key, want := range map[string]string{
-		"order:42":         "{order:42}",    // no tag: wrapped
-		"order:{42}":       "order:{42}",    // a tag: as is
-		"{order:42}":       "{order:42}",    // the wrapped form is the same lock
-		"{a}{}":            "{a}{}",         // only the first tag counts
-		"a}{b}":            "a}{b}",         // a "}" before the first "{" is text
-		"a{b":              "{a{b}",         // "{" without "}": no tag
-		"a}b":              "{a}b}",         // wrapped; its tag is "a", shared by all three names
-		"x}y{z":            "{x}y{z}",       // the same
-		"a{ }b":            "a{ }b",         // a blank tag is a tag
-		"über:{ключ}:é":    "über:{ключ}:é", // bytes, not runes
-		"redlock:released": "{redlock:released}",
-	} {
-		got, err := clusterKey(key)
-		if assert.NoError(t, err, key) {
-			assert.Equal(t, want, got, key)
-		}
-	}
-	for _, key := range []string{"order:{}", "{}", "{}x", "a{}b{c}", "}", "}x", "}{}", ""} {
-		_, err := clusterKey(key)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "%q", key)
-	}
-}
-
-// FuzzClusterKey: whatever the key, either it is refused as ErrInvalid or
-// its three names share a slot; a key with a tag is never rewritten; and
-// a key is refused only when its first "{" is followed by "}" or, without
-// a tag, it starts with "}".
-func FuzzClusterKey(f *testing.F) {
-	for _, s := range []string{"order:42", "order:{42}", "{}", "a{}", "}x", "a{b", "a}b", "{{}}", "{}}", "x{y}z{", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		k, err := clusterKey(key)
-		_, tagged := hashTag(key)
-		first := strings.IndexByte(key, '{')
-		emptyTag := first >= 0 && strings.HasPrefix(key[first+1:], "}")
-		wantRefused := !tagged && (emptyTag || key == "" || key[0] == '}')
-		if err != nil {
-			if !errors.Is(err, redlock.ErrInvalid) || !wantRefused {
-				t.Fatalf("clusterKey(%q): %v", key, err)
-			}
-			return
-		}
-		if wantRefused {
-			t.Fatalf("clusterKey(%q) = %q, want it refused", key, k)
-		}
-		if tagged && k != key {
-			t.Fatalf("clusterKey(%q) = %q: a key with a tag is used as is", key, k)
-		}
-		if s := slot(k); slot(k+fenceSuffix) != s || slot(redlock.ReleaseChannel(k)) != s {
-			t.Fatalf("clusterKey(%q) = %q: slots %d, %d (fence), %d (channel)", key, k,
-				s, slot(k+fenceSuffix), slot(redlock.ReleaseChannel(k)))
-		}
-	})
-}
-
 // TestClusterSlotMatchesRedis: slot agrees with CLUSTER KEYSLOT.
 func TestClusterSlotMatchesRedis(t *testing.T) {
 	_, cc := clusterBackend(t)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/subhub"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,10 @@ import (
 // UNSUBSCRIBE and PING) exist only while at least one waiter is
 // subscribed: the last stop closes them, and they end within
 // subscribeTimeout, so an idle backend holds no goroutine and needs no
-// Close. The zero hub is ready.
+// Close. The zero hub is ready. The bookkeeping (which channels have
+// waiters, which are subscribed, which await a numbered PING, dispatch)
+// is package internal/subhub's, shared with the rueidis adapter; this
+// file is the go-redis glue.
 //
 // Activation is exact. After writing a channel's SUBSCRIBE, the writer
 // writes a PING with a payload of its own, numbered; the node answers
@@ -32,7 +36,7 @@ import (
 // channel before anything else is written on the new connection, so a
 // pong received on it proves the resubscription too. A SUBSCRIBE the node
 // refuses (an error reply, read before that pong) is no subscription: it
-// fails the Notify calls it was written for (refusedLocked).
+// fails the Notify calls it was written for (subhub.Sub.RefusedLocked).
 //
 // A Redis Cluster node has one hub per hash slot, in sharded mode
 // (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a connection to the slot's
@@ -58,8 +62,7 @@ import (
 // answered, every waiter is called with payload "": a release may have
 // happened.
 type hub struct {
-	mu  sync.Mutex
-	sub *subscription // nil while nobody waits
+	core subhub.Hub
 
 	// sharded makes the hub subscribe with SSUBSCRIBE and SUNSUBSCRIBE
 	// (a Redis Cluster node's hub, one per hash slot, see cluster.go).
@@ -93,47 +96,24 @@ func (p shardedPubSub) Unsubscribe(ctx context.Context, channels ...string) erro
 	return p.SUnsubscribe(ctx, channels...)
 }
 
-// subscription is one pub/sub connection and what it is subscribed to.
-// Its maps and counters are guarded by the hub's mutex.
+// subscription is one pub/sub connection: the glue of a subhub.Sub,
+// whose bookkeeping is guarded by the hub's core mutex.
 type subscription struct {
-	psMu    sync.Mutex      // guards ps and closed
-	ps      pubSub          // replaced by reopen (a sharded hub whose slot moved)
-	closed  bool            // the last waiter left: ps is not replaced any more
-	open    func() pubSub   // a new connection, as the first
-	reload  func()          // has a cluster client reload its slot map; nil otherwise
-	ctx     context.Context // the goroutines', cancelled with the last waiter
-	cancel  context.CancelFunc
-	closing chan struct{} // closed when the last waiter left
-	kick    chan struct{} // capacity 1: the writer has something to do
+	*subhub.Sub
+	psMu   sync.Mutex      // guards ps and closed
+	ps     pubSub          // replaced by reopen (a sharded hub whose slot moved)
+	closed bool            // the last waiter left: ps is not replaced any more
+	open   func() pubSub   // a new connection, as the first
+	reload func()          // has a cluster client reload its slot map; nil otherwise
+	ctx    context.Context // the goroutines', cancelled with the last waiter
+	cancel context.CancelFunc
 	// dialled, for a sharded hub, is closed once the writer has written
 	// its first round on the current connection, whose SSUBSCRIBE dials
 	// it: receive waits for it, or go-redis, asked to read before any
 	// channel is known, would dial a random node of the cluster. Guarded
-	// by the hub's mutex.
+	// by the hub's core mutex.
 	dialled chan struct{}
 	wg      sync.WaitGroup
-
-	channels map[string]*channelWaiters // the channels that have waiters
-	written  map[string]bool            // the channels SUBSCRIBEd, as last written
-	refused  map[string]bool            // SUBSCRIBEd, but the node may have refused it
-	waiters  int
-	pings    uint64 // the number of the last PING planned
-	resync   bool   // the connection dropped: a PING must follow
-	resyncAt uint64 // the PING whose pong ends the resynchronisation; 0 if none
-}
-
-type channelWaiters struct {
-	active  chan struct{} // closed when confirmed or failed
-	ok      bool          // confirmed: the node has the SUBSCRIBE
-	err     error         // set before active is closed when writing failed
-	ping    uint64        // the PING whose pong confirms it; 0 until written
-	waiters map[*listener]struct{}
-}
-
-// listener is one Notify registration.
-type listener struct {
-	released func(payload string)
-	cw       *channelWaiters
 }
 
 // receivePause and maxReceivePause bound the pauses between reconnection
@@ -154,50 +134,14 @@ const subscribeTimeout = time.Second
 const pingPrefix = "redlock:hub:"
 
 func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func(string)) (func(), error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	name := redlock.ReleaseChannel(key)
-	h.mu.Lock()
-	if h.sub == nil {
-		h.sub = h.open(ctx, c)
-	}
-	s := h.sub
-	s.waiters++
-	cw := s.channels[name]
-	fresh := cw == nil
-	if fresh {
-		cw = &channelWaiters{active: make(chan struct{}), waiters: map[*listener]struct{}{}}
-		s.channels[name] = cw
-	}
-	me := &listener{released: released, cw: cw}
-	cw.waiters[me] = struct{}{}
-	ok := cw.ok
-	h.mu.Unlock()
-	if fresh {
-		s.wake()
-	}
-
-	var once sync.Once
-	stop := func() { once.Do(func() { h.leave(s, name, me) }) }
-	if ok {
-		return stop, nil
-	}
-	var err error
-	select {
-	case <-cw.active:
-		if err = cw.err; err == nil {
-			return stop, nil
-		}
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	stop()
-	return nil, err
+	return h.core.Notify(ctx, redlock.ReleaseChannel(key), released, func(sub *subhub.Sub) subhub.Conn {
+		return h.open(ctx, c, sub)
+	})
 }
 
-// open starts a subscription and its goroutines; called with h.mu held.
-func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
+// open starts the connection and goroutines of a new subhub.Sub; called
+// with the core's mutex held.
+func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub) *subscription {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	open := func() pubSub {
 		var ps pubSub
@@ -211,160 +155,40 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient) *subscription {
 		}
 		return ps
 	}
-	s := &subscription{ps: open(), open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel, closing: make(chan struct{}),
-		kick: make(chan struct{}, 1), channels: map[string]*channelWaiters{}, written: map[string]bool{},
-		refused: map[string]bool{}}
+	s := &subscription{Sub: sub, ps: open(), open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel}
 	if h.sharded {
 		s.dialled = make(chan struct{})
 	}
 	s.wg.Add(2)
-	go s.receive(&h.mu, h.sharded)
-	go s.write(&h.mu)
+	go s.receive(&h.core, h.sharded)
+	go s.write(&h.core)
 	return s
 }
 
-// wake tells the writer to look at the bookkeeping.
-func (s *subscription) wake() {
-	select {
-	case s.kick <- struct{}{}:
-	default: // it will look anyway
-	}
-}
-
-// leave removes a waiter; the last one of a channel has the writer
-// unsubscribe it, the last one of all has the connection closed. It never
-// waits for the network, and once it returns, released is not called for
-// me: dispatch runs under the hub's mutex, and me is out of the
-// bookkeeping.
-func (h *hub) leave(s *subscription, name string, me *listener) {
-	h.mu.Lock()
-	cw := me.cw
-	delete(cw.waiters, me)
-	s.waiters--
-	last := s.waiters == 0
-	unsubscribe := false
-	if last {
-		h.sub = nil // the next waiter starts a new connection
-	} else if len(cw.waiters) == 0 && s.channels[name] == cw {
-		delete(s.channels, name)
-		unsubscribe = true
-	}
-	h.mu.Unlock()
-	if unsubscribe {
-		s.wake()
-	}
-	if last {
-		close(s.closing)
-		s.cancel() // abandons a dial in progress
-		// Closing waits for a write in progress (go-redis's PubSub holds
-		// its mutex while writing, and a write to a node that stalls while
-		// the connection is re-dialled lasts up to subscribeTimeout). The
-		// waiter that leaves last must not pay for that: for a Lock that
-		// has just been granted it would come out of the lock's validity.
-		// So the connection is closed, and its goroutines waited for, on a
-		// goroutine of its own, which ends within subscribeTimeout.
-		go func() {
-			s.psMu.Lock()
-			s.closed = true
-			ps := s.ps
-			s.psMu.Unlock()
-			_ = ps.Close()
-			s.wg.Wait()
-		}()
-	}
-}
-
-// plan is one round of writes.
-type plan struct {
-	subscribe, unsubscribe []string
-	ping                   uint64 // 0: no PING
-}
-
-// planLocked, called with the hub's mutex held, compares the channels that
-// have waiters with the ones written, and plans the writes that bring the
-// node in line, followed by a PING if a channel or a resynchronisation
-// awaits confirmation.
-func (s *subscription) planLocked() plan {
-	var p plan
-	confirm := s.resync
-	for name := range s.refused {
-		delete(s.refused, name)
-		if s.channels[name] == nil { // off go-redis's list, which it resubscribes
-			p.unsubscribe = append(p.unsubscribe, name)
-		}
-	}
-	for name, cw := range s.channels {
-		if !s.written[name] {
-			s.written[name] = true
-			p.subscribe = append(p.subscribe, name)
-		}
-		if !cw.ok && cw.ping == 0 {
-			confirm = true
-		}
-	}
-	for name := range s.written {
-		if s.channels[name] == nil {
-			delete(s.written, name)
-			p.unsubscribe = append(p.unsubscribe, name)
-		}
-	}
-	if !confirm {
-		return p
-	}
-	s.pings++
-	p.ping = s.pings
-	for _, cw := range s.channels {
-		if !cw.ok && cw.ping == 0 {
-			cw.ping = p.ping
-		}
-	}
-	if s.resync {
-		s.resync, s.resyncAt = false, p.ping
-	}
-	return p
-}
-
-// failedLocked, called with the hub's mutex held after a round of writes
-// failed, fails the channels that round was to confirm (their Notify
-// calls return the error; later ones start afresh) and asks for a
-// resynchronisation: go-redis reconnects after a failed write.
-func (s *subscription) failedLocked(p plan, err error) {
-	if p.ping != 0 {
-		for name, cw := range s.channels {
-			if !cw.ok && cw.ping == p.ping {
-				cw.err = err
-				close(cw.active)
-				delete(s.channels, name) // still in s.written: unsubscribed later
-			}
-		}
-	}
-	s.resync, s.resyncAt = true, 0
-}
-
-// refusedLocked, called with the hub's mutex held after the node replied
-// with an error, fails every channel whose SUBSCRIBE was written and not
-// yet confirmed: replies come in order, so the refused command is one of
-// theirs (or an UNSUBSCRIBE, and failing them is then merely cautious).
-// Their Notify calls return the error. They count as not written, so that
-// a new waiter's SUBSCRIBE is written again, and as refused, so that they
-// are unsubscribed if nobody waits for them any more.
-func (s *subscription) refusedLocked(err error) {
-	for name, cw := range s.channels {
-		if !cw.ok && cw.ping != 0 {
-			cw.err = fmt.Errorf("goredis: subscribing to %s: %w", name, err)
-			close(cw.active)
-			delete(s.channels, name)
-			delete(s.written, name)
-			s.refused[name] = true
-		}
-	}
-	s.wake()
+// Close is called by the last waiter to leave, once Closing is closed.
+// Closing the connection waits for a write in progress (go-redis's PubSub
+// holds its mutex while writing, and a write to a node that stalls while
+// the connection is re-dialled lasts up to subscribeTimeout). The waiter
+// that leaves last must not pay for that: for a Lock that has just been
+// granted it would come out of the lock's validity. So the connection is
+// closed, and its goroutines waited for, on a goroutine of its own, which
+// ends within subscribeTimeout.
+func (s *subscription) Close() {
+	s.cancel() // abandons a dial in progress
+	go func() {
+		s.psMu.Lock()
+		s.closed = true
+		ps := s.ps
+		s.psMu.Unlock()
+		_ = ps.Close()
+		s.wg.Wait()
+	}()
 }
 
 // write is the writing goroutine: it brings the node in line with the
 // bookkeeping whenever woken, and retries after a pause while a round
 // failed, until the subscription closes.
-func (s *subscription) write(mu *sync.Mutex) {
+func (s *subscription) write(mu sync.Locker) {
 	defer s.wg.Done()
 	pause := receivePause
 	retry := time.NewTimer(0)
@@ -372,15 +196,15 @@ func (s *subscription) write(mu *sync.Mutex) {
 	defer retry.Stop()
 	for {
 		select {
-		case <-s.closing:
+		case <-s.Closing:
 			return
-		case <-s.kick:
+		case <-s.Kick:
 		case <-retry.C:
 		}
 		mu.Lock()
-		p := s.planLocked()
+		p := s.PlanLocked()
 		mu.Unlock()
-		if p.ping == 0 && len(p.unsubscribe) == 0 {
+		if p.Empty() {
 			continue
 		}
 		err := s.flush(p)
@@ -392,7 +216,7 @@ func (s *subscription) write(mu *sync.Mutex) {
 		mu.Unlock()
 		if err != nil {
 			mu.Lock()
-			s.failedLocked(p, err)
+			s.FailedLocked(p, err) // go-redis reconnects after a failed write
 			mu.Unlock()
 			retry.Reset(pause)
 			pause = min(2*pause, maxReceivePause)
@@ -405,7 +229,7 @@ func (s *subscription) write(mu *sync.Mutex) {
 // flush writes one round. Every write is attempted even after one failed,
 // so go-redis's own list of channels, which it resubscribes after a
 // reconnect, matches what was planned.
-func (s *subscription) flush(p plan) error {
+func (s *subscription) flush(p subhub.Plan) error {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
 	ps := s.pubSub()
@@ -415,21 +239,21 @@ func (s *subscription) flush(p plan) error {
 			first = err
 		}
 	}
-	if len(p.unsubscribe) > 0 {
-		keep(ps.Unsubscribe(ctx, p.unsubscribe...))
+	if len(p.Unsubscribe) > 0 {
+		keep(ps.Unsubscribe(ctx, p.Unsubscribe...))
 	}
-	if len(p.subscribe) > 0 {
-		keep(ps.Subscribe(ctx, p.subscribe...))
+	if len(p.Subscribe) > 0 {
+		keep(ps.Subscribe(ctx, p.Subscribe...))
 	}
-	if p.ping != 0 {
-		keep(ps.Ping(ctx, pingPrefix+strconv.FormatUint(p.ping, 10)))
+	if p.Ping != 0 {
+		keep(ps.Ping(ctx, pingPrefix+strconv.FormatUint(p.Ping, 10)))
 	}
 	return first
 }
 
 // receive dispatches the node's messages to the waiters until the
 // subscription closes. mu is the hub's mutex.
-func (s *subscription) receive(mu *sync.Mutex, sharded bool) {
+func (s *subscription) receive(mu sync.Locker, sharded bool) {
 	defer s.wg.Done()
 	pause := receivePause
 	for {
@@ -439,7 +263,7 @@ func (s *subscription) receive(mu *sync.Mutex, sharded bool) {
 		msg, err := s.pubSub().Receive(s.ctx)
 		if err != nil {
 			select {
-			case <-s.closing:
+			case <-s.Closing:
 				return
 			default:
 			}
@@ -450,7 +274,9 @@ func (s *subscription) receive(mu *sync.Mutex, sharded bool) {
 				// moved): the PING that follows it will be answered, but
 				// must not confirm a subscription that may not exist.
 				mu.Lock()
-				s.refusedLocked(err)
+				s.RefusedLocked(func(name string) error {
+					return fmt.Errorf("goredis: subscribing to %s: %w", name, err)
+				})
 				mu.Unlock()
 				moved = sharded && strings.HasPrefix(rerr.Error(), "MOVED ")
 			}
@@ -458,12 +284,12 @@ func (s *subscription) receive(mu *sync.Mutex, sharded bool) {
 			// next, or in the next write; what was published meanwhile is
 			// lost. The writer's next PING tells when it is over.
 			mu.Lock()
-			s.resync, s.resyncAt = true, 0
+			s.ResyncLocked()
 			mu.Unlock()
-			s.wake()
+			s.Wake()
 			t := time.NewTimer(pause)
 			select {
-			case <-s.closing:
+			case <-s.Closing:
 				t.Stop()
 				return
 			case <-t.C:
@@ -483,17 +309,13 @@ func (s *subscription) receive(mu *sync.Mutex, sharded bool) {
 			// did not ask for: the node no longer owns the slot (it
 			// migrated, or the node was demoted) and dropped the slot's
 			// subscriptions. The connection is of no more use to the hub.
-			dropped = sharded && m.Kind == "sunsubscribe" && s.channels[m.Channel] != nil && s.written[m.Channel]
+			dropped = sharded && m.Kind == "sunsubscribe" && s.DroppedLocked(m.Channel)
 		case *redis.Message:
-			if cw := s.channels[m.Channel]; cw != nil {
-				for w := range cw.waiters {
-					w.released(m.Payload)
-				}
-			}
+			s.DispatchLocked(m.Channel, m.Payload)
 		case *redis.Pong:
 			if n, ok := strings.CutPrefix(m.Payload, pingPrefix); ok {
 				if seq, err := strconv.ParseUint(n, 10, 64); err == nil {
-					s.pongLocked(seq)
+					s.PongLocked(seq)
 				}
 			}
 		}
@@ -523,7 +345,7 @@ func (s *subscription) pubSub() pubSub {
 
 // waitDialled waits until the writer has written a round on the current
 // connection of a sharded hub; false when the subscription closed.
-func (s *subscription) waitDialled(mu *sync.Mutex) bool {
+func (s *subscription) waitDialled(mu sync.Locker) bool {
 	mu.Lock()
 	dialled := s.dialled
 	mu.Unlock()
@@ -533,7 +355,7 @@ func (s *subscription) waitDialled(mu *sync.Mutex) bool {
 	select {
 	case <-dialled:
 		return true
-	case <-s.closing:
+	case <-s.Closing:
 		return false
 	}
 }
@@ -546,7 +368,7 @@ func (s *subscription) waitDialled(mu *sync.Mutex) bool {
 // there anew, followed by a PING whose pong wakes every waiter with "",
 // since a release may have been missed meanwhile. Called by the receiving
 // goroutine, without the hub's mutex.
-func (s *subscription) reopen(mu *sync.Mutex) {
+func (s *subscription) reopen(mu sync.Locker) {
 	if s.reload != nil {
 		s.reload()
 	}
@@ -562,37 +384,9 @@ func (s *subscription) reopen(mu *sync.Mutex) {
 	old := s.ps
 	s.ps = fresh
 	s.psMu.Unlock()
-	clear(s.written)
-	for _, cw := range s.channels {
-		if !cw.ok {
-			cw.ping = 0 // its PING went to the old connection
-		}
-	}
-	s.resync, s.resyncAt = true, 0
+	s.LostLocked() // every channel anew on the new connection, then a PING
 	s.dialled = make(chan struct{})
 	mu.Unlock()
 	_ = old.Close()
-	s.wake()
-}
-
-// pongLocked, called with the hub's mutex held, handles the pong of PING
-// seq: everything written before it took effect.
-func (s *subscription) pongLocked(seq uint64) {
-	if s.resyncAt != 0 && seq >= s.resyncAt {
-		// Resubscribed after a drop: a release may have been missed.
-		s.resyncAt = 0
-		for _, cw := range s.channels {
-			if cw.ok {
-				for w := range cw.waiters {
-					w.released("")
-				}
-			}
-		}
-	}
-	for _, cw := range s.channels {
-		if !cw.ok && cw.ping != 0 && cw.ping <= seq {
-			cw.ok = true
-			close(cw.active)
-		}
-	}
+	s.Wake()
 }

@@ -3,10 +3,10 @@ package rueidisnode
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/subhub"
 	"github.com/redis/rueidis"
 )
 
@@ -21,14 +21,18 @@ import (
 // delivered by rueidis's own reading goroutine of that connection
 // (PubSubHooks.OnMessage), which calls the waiters.
 //
+// The bookkeeping (which channels have waiters, which are subscribed,
+// which await confirmation, dispatch) is package internal/subhub's, shared
+// with the go-redis adapter; this file is the rueidis glue.
+//
 // Activation is exact. The goroutine writes a round (UNSUBSCRIBE of the
 // channels nobody waits for any more, SUBSCRIBE of the new ones, then a
-// PING) as one pipeline and waits for every reply before it plans the
-// next; the node answers commands on a connection in order, so the PING's
-// reply proves that every SUBSCRIBE written before it has taken effect,
-// and only then are the channel's waiters told that they are subscribed.
-// (rueidis also matches each SUBSCRIBE to its own reply, in order, which
-// is the proof over RESP2; see flush.)
+// PING) as one pipeline and waits for every reply before it plans
+// the next; the node answers commands on a connection in order, so the
+// PING's reply proves that every SUBSCRIBE written before it has taken
+// effect, and only then are the channel's waiters told that they are
+// subscribed. (rueidis also matches each SUBSCRIBE to its own reply, in
+// order, which is the proof over RESP2; see flush.)
 //
 // When the connection drops (rueidis closes the hooks' channel with the
 // error) or a round fails (an error, or no reply within subscribeTimeout,
@@ -46,6 +50,18 @@ import (
 // stop returns, its callback is out of the bookkeeping, so it is not
 // called again.
 //
+// A Redis Cluster node has one hub per hash slot, in sharded mode
+// (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a dedicated connection to
+// the slot's master, which rueidis picks by the slot of the connection's
+// first command, so a round on a new connection that would not start
+// with an SSUBSCRIBE (only a PING, when every waiter left) is not sent.
+// When the slot moves to another master (a migration, a failover), its
+// old master drops the slot's subscriptions (a sunsubscribe the hub did
+// not ask for, seen by the OnSubscription hook) or answers MOVED (a failed
+// round, after which rueidis refreshes its slot map): the hub then closes
+// the connection and, as after a drop, opens one to the slot's master,
+// subscribes every channel there anew, and wakes the waiters with "".
+//
 // The goroutine outlives the last stop while it finishes what it was
 // doing: a write, bounded by subscribeTimeout and abandoned at once, or
 // opening a connection, which rueidis bounds by the client's
@@ -55,43 +71,27 @@ import (
 type hub struct {
 	c rueidis.Client
 
-	mu  sync.Mutex
-	sub *subscription // nil while nobody waits
+	// sharded makes the hub subscribe with SSUBSCRIBE and SUNSUBSCRIBE
+	// (a Redis Cluster node's hub, one per hash slot, see cluster.go).
+	sharded bool
+
+	core    subhub.Hub
+	running *subscription // the last subscription started (for tests); guarded by core's mutex
 
 	// dedicate, when set (by tests), replaces c.Dedicate.
 	dedicate func() rueidis.DedicatedClient
 }
 
-// subscription is one run of the hub's goroutine and what it subscribes.
-// Its maps and flags are guarded by the hub's mutex.
+// subscription is one run of the hub's goroutine: the glue of a
+// subhub.Sub, whose bookkeeping is guarded by the hub's core mutex.
 type subscription struct {
-	h       *hub
-	ctx     context.Context // cancelled with the last waiter: abandons a write
-	cancel  context.CancelFunc
-	closing chan struct{} // closed when the last waiter left
-	kick    chan struct{} // capacity 1: the bookkeeping changed
-	done    chan struct{} // closed when the goroutine has ended
-
-	channels map[string]*channelWaiters // the channels that have waiters
-	written  map[string]bool            // SUBSCRIBEd on the current connection
-	waiters  int
-	resync   bool // a connection dropped: tell the active channels once resubscribed
+	*subhub.Sub
+	h      *hub
+	ctx    context.Context // cancelled with the last waiter: abandons a write
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine has ended
 
 	resp2 bool // the node speaks RESP2: no PING in a round (the goroutine's own)
-}
-
-type channelWaiters struct {
-	name    string
-	active  chan struct{} // closed when confirmed or failed
-	ok      bool          // confirmed: the node has the SUBSCRIBE
-	err     error         // set before active is closed when the round failed
-	waiters map[*listener]struct{}
-}
-
-// listener is one Notify registration.
-type listener struct {
-	released func(payload string)
-	cw       *channelWaiters
 }
 
 // retryPause and maxRetryPause bound the pauses before reopening a
@@ -105,96 +105,23 @@ const (
 // waiters and so without a caller's context.
 const subscribeTimeout = time.Second
 
-// errConnectionLost is the error of a connection that rueidis closed
-// without telling why.
-var errConnectionLost = errors.New("rueidisnode: pub/sub connection lost")
-
 func (h *hub) notify(ctx context.Context, key string, released func(string)) (func(), error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	name := redlock.ReleaseChannel(key)
-	h.mu.Lock()
-	if h.sub == nil {
-		h.sub = h.open()
-	}
-	s := h.sub
-	s.waiters++
-	cw := s.channels[name]
-	fresh := cw == nil
-	if fresh {
-		cw = &channelWaiters{name: name, active: make(chan struct{}), waiters: map[*listener]struct{}{}}
-		s.channels[name] = cw
-	}
-	me := &listener{released: released, cw: cw}
-	cw.waiters[me] = struct{}{}
-	ok := cw.ok
-	h.mu.Unlock()
-	if fresh {
-		s.wake()
-	}
-
-	var once sync.Once
-	stop := func() { once.Do(func() { h.leave(s, name, me) }) }
-	if ok {
-		return stop, nil
-	}
-	var err error
-	select {
-	case <-cw.active:
-		if err = cw.err; err == nil {
-			return stop, nil
-		}
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	stop()
-	return nil, err
+	return h.core.Notify(ctx, redlock.ReleaseChannel(key), released, h.start)
 }
 
-// open starts a subscription and its goroutine; called with h.mu held.
-func (h *hub) open() *subscription {
+// start starts the goroutine of a new subhub.Sub; called with the core's
+// mutex held.
+func (h *hub) start(sub *subhub.Sub) subhub.Conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &subscription{h: h, ctx: ctx, cancel: cancel, closing: make(chan struct{}),
-		kick: make(chan struct{}, 1), done: make(chan struct{}),
-		channels: map[string]*channelWaiters{}, written: map[string]bool{}}
+	s := &subscription{Sub: sub, h: h, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	h.running = s
 	go s.run()
 	return s
 }
 
-// wake tells the goroutine to look at the bookkeeping.
-func (s *subscription) wake() {
-	select {
-	case s.kick <- struct{}{}:
-	default: // it will look anyway
-	}
-}
-
-// leave removes a waiter; the last one of a channel has the goroutine
-// unsubscribe it, the last one of all has the connection closed. It never
-// waits for the network.
-func (h *hub) leave(s *subscription, name string, me *listener) {
-	h.mu.Lock()
-	cw := me.cw
-	delete(cw.waiters, me)
-	s.waiters--
-	last := s.waiters == 0
-	unsubscribe := false
-	if last {
-		h.sub = nil // the next waiter starts a new subscription
-	} else if len(cw.waiters) == 0 && s.channels[name] == cw {
-		delete(s.channels, name)
-		unsubscribe = true
-	}
-	h.mu.Unlock()
-	if unsubscribe {
-		s.wake()
-	}
-	if last {
-		close(s.closing)
-		s.cancel() // abandons a write in flight
-	}
-}
+// Close is called by the last waiter to leave: it abandons a write in
+// flight; the goroutine sees Closing and closes the connection.
+func (s *subscription) Close() { s.cancel() }
 
 // run is the hub's goroutine: it opens a connection, serves it until the
 // last waiter leaves or the connection fails, and then closes it; after a
@@ -204,28 +131,33 @@ func (s *subscription) run() {
 	pause := retryPause
 	for {
 		select {
-		case <-s.closing:
+		case <-s.Closing:
 			return
 		default:
 		}
 		dc := s.dedicate()
-		lost := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.dispatch})
-		confirmed, err := s.serve(dc, lost)
+		moved := make(chan struct{}, 1)
+		hooks := rueidis.PubSubHooks{OnMessage: s.dispatch}
+		if s.h.sharded {
+			hooks.OnSubscription = func(m rueidis.PubSubSubscription) { s.unsubscribed(m, moved) }
+		}
+		lost := dc.SetPubSubHooks(hooks)
+		confirmed := s.serve(dc, conn{lost: lost, moved: moved})
 		dc.Close() // closes the connection; rueidis drops it from its pool
 		if confirmed {
 			pause = retryPause
 		}
 		select {
-		case <-s.closing:
+		case <-s.Closing:
 			return
 		default:
 		}
-		s.h.mu.Lock()
-		s.lostLocked(err)
-		s.h.mu.Unlock()
+		s.h.core.Lock()
+		s.LostLocked() // the next connection starts with no subscription
+		s.h.core.Unlock()
 		t := time.NewTimer(pause)
 		select {
-		case <-s.closing:
+		case <-s.Closing:
 			t.Stop()
 			return
 		case <-t.C:
@@ -245,73 +177,54 @@ func (s *subscription) dedicate() rueidis.DedicatedClient {
 	return dc
 }
 
+// conn is what serve watches of a connection: rueidis's hooks channel,
+// which delivers the error that closed it, and moved, signalled when a
+// sharded connection's node dropped the slot's subscriptions.
+type conn struct {
+	lost  <-chan error
+	moved <-chan struct{}
+}
+
 // serve writes rounds on dc whenever the bookkeeping changes, until the
-// last waiter leaves (nil error) or the connection fails. confirmed tells
-// whether a round succeeded.
-func (s *subscription) serve(dc rueidis.DedicatedClient, lost <-chan error) (confirmed bool, err error) {
+// last waiter leaves or the connection fails. confirmed tells whether a
+// round succeeded.
+func (s *subscription) serve(dc rueidis.DedicatedClient, cn conn) (confirmed bool) {
+	bound := false // a sharded connection: a round with SSUBSCRIBE was sent
 	for {
-		s.h.mu.Lock()
-		p := s.planLocked()
-		s.h.mu.Unlock()
-		if !p.empty() {
-			err := s.flush(dc, p)
-			s.h.mu.Lock()
-			if err != nil {
-				s.failedLocked(p, err)
+		s.h.core.Lock()
+		p := s.PlanLocked()
+		s.h.core.Unlock()
+		if !p.Empty() {
+			var err error
+			if s.h.sharded && !bound && len(p.Subscribe) == 0 {
+				// Nothing to subscribe, so no waiter to confirm: a PING
+				// alone would bind the connection to a random node.
 			} else {
-				s.confirmedLocked(p)
+				bound = true
+				err = s.flush(dc, p)
 			}
-			s.h.mu.Unlock()
+			s.h.core.Lock()
 			if err != nil {
-				return confirmed, err
+				s.FailedLocked(p, err)
+			} else {
+				s.PongLocked(p.Ping)
+			}
+			s.h.core.Unlock()
+			if err != nil {
+				return confirmed
 			}
 			confirmed = true
 		}
 		select {
-		case <-s.closing:
-			return confirmed, nil
-		case err, open := <-lost:
-			if !open || err == nil {
-				err = errConnectionLost
-			}
-			return confirmed, err
-		case <-s.kick:
+		case <-s.Closing:
+			return confirmed
+		case <-cn.lost: // rueidis closed the connection
+			return confirmed
+		case <-cn.moved: // the node dropped the slot's subscriptions
+			return confirmed
+		case <-s.Kick:
 		}
 	}
-}
-
-// plan is one round of writes: the PING follows when a channel or a
-// resynchronisation awaits confirmation.
-type plan struct {
-	subscribe, unsubscribe []string
-	await                  []*channelWaiters // confirmed by this round's PING
-	resync                 bool
-}
-
-func (p *plan) ping() bool  { return len(p.await) > 0 || p.resync }
-func (p *plan) empty() bool { return !p.ping() && len(p.unsubscribe) == 0 }
-
-// planLocked, called with the hub's mutex held, compares the channels that
-// have waiters with the ones written on the connection and plans the
-// writes that bring the node in line.
-func (s *subscription) planLocked() plan {
-	p := plan{resync: s.resync}
-	for name, cw := range s.channels {
-		if !s.written[name] {
-			s.written[name] = true
-			p.subscribe = append(p.subscribe, name)
-		}
-		if !cw.ok {
-			p.await = append(p.await, cw)
-		}
-	}
-	for name := range s.written {
-		if s.channels[name] == nil {
-			delete(s.written, name)
-			p.unsubscribe = append(p.unsubscribe, name)
-		}
-	}
-	return p
 }
 
 // flush writes one round as one pipeline and waits for every reply.
@@ -322,18 +235,26 @@ func (s *subscription) planLocked() plan {
 // then sent without it: rueidis matches each SUBSCRIBE to its own reply,
 // in order, and that reply proves it. The PING is only a second proof
 // over RESP3.
-func (s *subscription) flush(dc rueidis.DedicatedClient, p plan) error {
+func (s *subscription) flush(dc rueidis.DedicatedClient, p subhub.Plan) error {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
 	round := make(rueidis.Commands, 0, 3)
-	if len(p.unsubscribe) > 0 {
-		round = append(round, dc.B().Unsubscribe().Channel(p.unsubscribe...).Build())
+	if len(p.Unsubscribe) > 0 {
+		if s.h.sharded {
+			round = append(round, dc.B().Sunsubscribe().Channel(p.Unsubscribe...).Build())
+		} else {
+			round = append(round, dc.B().Unsubscribe().Channel(p.Unsubscribe...).Build())
+		}
 	}
-	if len(p.subscribe) > 0 {
-		round = append(round, dc.B().Subscribe().Channel(p.subscribe...).Build())
+	if len(p.Subscribe) > 0 {
+		if s.h.sharded {
+			round = append(round, dc.B().Ssubscribe().Channel(p.Subscribe...).Build())
+		} else {
+			round = append(round, dc.B().Subscribe().Channel(p.Subscribe...).Build())
+		}
 	}
 	pubsub := len(round)
-	if p.ping() && !s.resp2 {
+	if p.Ping != 0 && !s.resp2 {
 		round = append(round, dc.B().Ping().Build())
 	}
 	err := do(ctx, dc, round)
@@ -357,52 +278,21 @@ func do(ctx context.Context, dc rueidis.DedicatedClient, round rueidis.Commands)
 	return nil
 }
 
-// confirmedLocked, called with the hub's mutex held after round p
-// succeeded: after a resynchronisation the channels that were active are
-// told that a release may have been missed, then the channels p awaited
-// are active.
-func (s *subscription) confirmedLocked(p plan) {
-	if p.resync {
-		s.resync = false
-		for _, cw := range s.channels {
-			if cw.ok {
-				for w := range cw.waiters {
-					w.released("")
-				}
-			}
-		}
+// unsubscribed is the OnSubscription hook of a sharded connection, called
+// by rueidis's reading goroutine: a sunsubscribe of a channel that has
+// waiters and that the hub has not unsubscribed is the node dropping the
+// slot's subscriptions, and signals moved.
+func (s *subscription) unsubscribed(m rueidis.PubSubSubscription, moved chan<- struct{}) {
+	if m.Kind != "sunsubscribe" {
+		return
 	}
-	for _, cw := range p.await {
-		if !cw.ok && cw.err == nil {
-			cw.ok = true
-			close(cw.active)
-		}
-	}
-}
-
-// failedLocked, called with the hub's mutex held after round p failed,
-// fails the channels it was to confirm: their Notify calls return err.
-func (s *subscription) failedLocked(p plan, err error) {
-	for _, cw := range p.await {
-		if cw.ok || cw.err != nil {
-			continue
-		}
-		cw.err = err
-		close(cw.active)
-		if s.channels[cw.name] == cw {
-			delete(s.channels, cw.name)
-		}
-	}
-}
-
-// lostLocked, called with the hub's mutex held once the connection is
-// closed: the next one starts with no subscription, and the channels that
-// were active must hear that a release may have been missed.
-func (s *subscription) lostLocked(error) {
-	clear(s.written)
-	for _, cw := range s.channels {
-		if cw.ok {
-			s.resync = true
+	s.h.core.Lock()
+	dropped := s.DroppedLocked(m.Channel)
+	s.h.core.Unlock()
+	if dropped {
+		select {
+		case moved <- struct{}{}:
+		default: // already signalled
 		}
 	}
 }
@@ -410,11 +300,7 @@ func (s *subscription) lostLocked(error) {
 // dispatch is the OnMessage hook, called by rueidis's reading goroutine of
 // the connection.
 func (s *subscription) dispatch(m rueidis.PubSubMessage) {
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
-	if cw := s.channels[m.Channel]; cw != nil {
-		for w := range cw.waiters {
-			w.released(m.Message)
-		}
-	}
+	s.h.core.Lock()
+	defer s.h.core.Unlock()
+	s.DispatchLocked(m.Channel, m.Message)
 }

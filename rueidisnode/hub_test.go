@@ -55,10 +55,7 @@ func serverNumSub(t *testing.T, direct *redis.Client, key string) int64 {
 // ended: an idle backend holds no goroutine and no connection.
 func idle(t *testing.T, n *node, last *subscription) {
 	t.Helper()
-	n.hub.mu.Lock()
-	sub := n.hub.sub
-	n.hub.mu.Unlock()
-	assert.Nil(t, sub, "no subscription once the last waiter left")
+	assert.Nil(t, n.hub.core.Current(), "no subscription once the last waiter left")
 	select {
 	case <-last.done:
 	case <-time.After(watchdog):
@@ -66,10 +63,14 @@ func idle(t *testing.T, n *node, last *subscription) {
 	}
 }
 
+// current is the hub's running subscription, nil while nobody waits.
 func current(n *node) *subscription {
-	n.hub.mu.Lock()
-	defer n.hub.mu.Unlock()
-	return n.hub.sub
+	if n.hub.core.Current() == nil {
+		return nil
+	}
+	n.hub.core.Lock()
+	defer n.hub.core.Unlock()
+	return n.hub.running
 }
 
 // TestNotifyStopsCleanly: subscriptions on several keys, stops in any
@@ -236,6 +237,22 @@ func TestNewRefusesClientsItDoesNotSupport(t *testing.T) {
 	b, err = New(withReplica)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "replicas")
 	assert.Nil(t, b)
+
+	// Options told with WithClientOption are checked, for a standalone
+	// client too.
+	for name, change := range map[string]func(*rueidis.ClientOption){
+		"ConnLifetime": func(o *rueidis.ClientOption) { o.ConnLifetime = time.Hour },
+		"sentinel":     func(o *rueidis.ClientOption) { o.Sentinel.MasterSet = "mymaster" },
+	} {
+		opt := clientOption([]string{m.Addr()}, single)
+		change(&opt)
+		b, err = New(client(t, m.Addr(), single), WithClientOption(opt))
+		assert.ErrorIs(t, err, redlock.ErrInvalid, name)
+		assert.Nil(t, b)
+	}
+	b, err = New(client(t, m.Addr(), single), WithClientOption(clientOption([]string{m.Addr()}, single)))
+	require.NoError(t, err)
+	assert.Equal(t, m.Addr(), b.Name(), "a standalone node keeps its address as its name")
 }
 
 // TestDatabasesOfOneServer: databases of one server are one node, since

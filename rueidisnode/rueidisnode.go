@@ -51,10 +51,58 @@
 // A call that gives up leaves its command in flight: its outcome is
 // unknown and it returns the context's error.
 //
+// On a Redis Cluster, rueidis also sends a command again to the node
+// named by a MOVED or ASK reply: that reply means the first node did not
+// run it, so this is no resend (TestCluster/LostReplies loses a reply on
+// a cluster and counts the command once over all its servers).
+//
 // # Release announcements
 //
 // Notify subscribes over one dedicated connection per node (rueidis's
 // Dedicate), open only while someone waits; see hub.go.
+//
+// # Redis Cluster
+//
+// A client in cluster mode (rueidis picks it when the InitAddress nodes
+// answer CLUSTER SLOTS) is one node: the whole cluster counts once toward
+// a Redlock's quorum, and may sit among standalone masters. New needs
+// WithClientOption for it, and names it "cluster[addr ...]", the seed
+// addresses sorted, as package goredis names a ClusterClient with the
+// same seeds: the two adapters' nodes of one cluster are one node. Keys
+// map as in goredis, so processes using either adapter share the locks:
+//
+//   - A key with a hash tag ("order:{42}") is used as it is; its fence
+//     counter ("order:{42}:fence") and release channel share its slot.
+//   - A key without one is wrapped in braces on the cluster: "order:42" is
+//     locked as "{order:42}" (so there, "order:42" and "{order:42}" are
+//     one lock; standalone nodes of the same Redlock use the key as
+//     given).
+//   - A key whose first "{" is followed at once by "}", a key without a
+//     tag that starts with "}", and the empty key are refused with an
+//     error matching redlock.ErrInvalid; the node is a redlock.KeyChecker,
+//     so a locker refuses them before its first attempt.
+//
+// Releases are announced with SPUBLISH and waited for with SSUBSCRIBE
+// (sharded pub/sub, Redis 7.0 or later), over one dedicated connection per
+// hash slot waited on, to the slot's master (see cluster.go). rueidis
+// reloads its slot map after MOVED and after a network error, but not
+// after a call cut short by its deadline (goredis's node reloads it after
+// every failure): set ClusterOption.ShardsRefreshInterval (a few seconds)
+// for a cluster whose masters can fail over, so that the node finds a
+// promoted replica within that interval whatever failed.
+//
+// # Redis Sentinel
+//
+// A client in sentinel mode (ClientOption.Sentinel.MasterSet, the
+// sentinels in InitAddress) is one node, whichever server is its master
+// at the moment; New needs WithClientOption for it, and names it
+// "sentinel[master@addr ...]", the sentinels sorted, as goredis names a
+// failover client's node (goredis.WithFailover). rueidis follows a
+// failover when the sentinels announce it; the hub reconnects to the new
+// master, and waiters are told that a release may have been missed.
+// Replication is asynchronous: a lock granted by a master that fails
+// before its replica received the key is lost in the failover (see
+// goredis.WithReplicaAck, which this adapter has no counterpart of yet).
 package rueidisnode
 
 import (
@@ -68,17 +116,21 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// New adapts a rueidis client to a redlock.Backend named after the node's
-// address, "host:port" (the key of c.Nodes()). The client must be in
-// standalone mode and know one node: a client for one master, made by
-// rueidis.NewClient with one InitAddress. (rueidis asks the server whether
-// it is a cluster and picks standalone mode when it is not; a server that
-// answers CLUSTER SLOTS, as miniredis does, gives a cluster-mode client
-// unless ClientOption.ForceSingleClient is set.) Cluster and Sentinel
-// clients, and standalone clients with replicas, are refused for now:
-// their topologies are not covered by this adapter's tests yet. Databases
-// of one server are one node (they share its fate): they get the same
-// Name, and a Redlock refuses them as duplicates.
+// New adapts a rueidis client to a redlock.Backend. A client in
+// standalone mode must know one node, a master (rueidis.NewClient with one
+// InitAddress), and is named after its address, "host:port" (the key of
+// c.Nodes()); standalone clients with replicas are refused. (rueidis asks
+// the server whether it is a cluster and picks standalone mode when it is
+// not; a server that answers CLUSTER SLOTS, as miniredis does, gives a
+// cluster-mode client unless ClientOption.ForceSingleClient is set.)
+// Databases of one server are one node (they share its fate): they get
+// the same Name, and a Redlock refuses them as duplicates.
+//
+// A client in cluster mode makes a whole Redis Cluster one node, and a
+// client in sentinel mode (ClientOption.Sentinel.MasterSet) makes the
+// master that the sentinels name one node, whichever server it is at the
+// moment; both need WithClientOption, which names them (see Redis Cluster
+// and Redis Sentinel in the package documentation).
 //
 // rueidis's defaults suit the lockers, with one exception (ConnLifetime,
 // see the package documentation). Client-side caching is not used: set
@@ -89,22 +141,22 @@ import (
 //
 // New returns an error matching redlock.ErrInvalid for a nil client and
 // for one it refuses.
-func New(c rueidis.Client) (redlock.Backend, error) {
+func New(c rueidis.Client, opts ...Option) (redlock.Backend, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: rueidisnode.New: nil client", redlock.ErrInvalid)
 	}
-	if m := c.Mode(); m != rueidis.ClientModeStandalone {
-		return nil, fmt.Errorf("%w: rueidisnode.New: a rueidis client in %s mode; only standalone clients (one master) are supported",
-			redlock.ErrInvalid, m)
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
 	}
-	nodes := c.Nodes()
-	if len(nodes) != 1 {
-		return nil, fmt.Errorf("%w: rueidisnode.New: the client knows %d nodes; give it one master and no replicas",
-			redlock.ErrInvalid, len(nodes))
+	name, err := o.name(c)
+	if err != nil {
+		return nil, err
 	}
-	var name string
-	for addr := range nodes {
-		name = addr
+	if c.Mode() == rueidis.ClientModeCluster {
+		return newClusterNode(c, name), nil
 	}
 	return &node{c: c, name: name, hub: hub{c: c}}, nil
 }
@@ -147,9 +199,15 @@ func (n *node) Acquire(ctx context.Context, key, token string, ttl time.Duration
 }
 
 func (n *node) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	return n.release(ctx, key, token, announce, "1") // PUBLISH
+}
+
+// release runs the release script, announcing with publish ("1" PUBLISH,
+// "2" SPUBLISH, see redlock.Lua) when asked to.
+func (n *node) release(ctx context.Context, key, token string, announce bool, publish string) (bool, error) {
 	flag := "0"
 	if announce {
-		flag = "1"
+		flag = publish
 	}
 	v, err := n.run(ctx, releaseScript, []string{key}, token, flag)
 	return v == 1, err

@@ -4,6 +4,7 @@
 //	redlock demo [--addrs host:port,...]   workers serialising on one record, then node failures
 //	redlock bench [--addrs ...] [--peers] [--out chart.png]   Lock+Unlock cost, Single vs Redlock over N masters
 //	redlock run --key K [--ttl 30s] [--wait 0] -- command...   run a command only while holding the lock (cron)
+//	redlock elect --name N [--ttl 10s] -- command...   run a command only while this host leads election N
 //	redlock inspect (--key K | --prefix P) [--json] [--watch D]   a lock per master, and whether a quorum holds it (read-only)
 //	redlock release --key K (--token T | --force)   release a lock from another process (a crashed job's), as Unlock does
 //
@@ -28,6 +29,7 @@ var commands = map[string]func(args []string) int{
 	"demo":    demo,
 	"bench":   bench,
 	"run":     run,
+	"elect":   elect,
 	"inspect": inspect,
 	"release": release,
 }

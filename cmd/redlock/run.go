@@ -42,14 +42,19 @@ const (
 	exitNotExecutable = 126
 )
 
-const runUsage = `usage: redlock run --key K [--key K2 ...] [--read] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
+const runUsage = `usage: redlock run --key K [--key K2 ...] [--permits P] [--read] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
 
 Runs command only while holding the distributed lock K: a flock for cron
 jobs that run on many hosts. Several --key flags take several locks at
 once, all or nothing (redlock's DoMany): the command runs only while it
-holds every one of them. --read takes a reader's share of one key
-(redlock's DoRead): commands run with --read on the same key run side by
-side, and one without waits for them (as a writer). The lock is renewed every TTL/3 while the
+holds every one of them. With --permits P (and one --key), K names a
+semaphore of P permits instead, and command runs while holding one of
+them, so at most P copies run at once across the hosts (the permits are
+the locks K:permit:0 to K:permit:P-1; "busy" then means all P were
+held). --read takes a reader's share of one key (redlock's DoRead):
+commands run with --read on the same key run side by side, and one
+without waits for them (a plain lock excludes readers). The lock is
+renewed every TTL/3 while the
 command runs. When the lock is lost (a renewal fails on a quorum of
 masters), the command's process group gets SIGTERM, then SIGKILL after
 --grace. SIGINT or SIGTERM to redlock run is passed on the same way. On
@@ -88,10 +93,11 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		keys = append(keys, k)
 		return nil
 	})
-	read := fs.Bool("read", false, "take a shared (reader's) lock on the one --key: other --read runs may hold it too")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
 	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
 	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
+	permits := fs.Int("permits", 0, "run while holding one of this many permits of the semaphore --key (0: a plain lock)")
+	read := fs.Bool("read", false, "take a shared (reader's) lock on the one --key: other --read runs may hold it too")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,14 +113,14 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	switch {
 	case len(keys) == 0:
 		return usage("--key is required")
-	case *read && len(keys) > 1:
-		return usage("--read takes one --key")
 	case len(argv) == 0:
 		return usage("no command given (put it after --)")
 	case *wait < 0:
 		return usage("--wait %v is negative", *wait)
 	case *grace < 0:
 		return usage("--grace %v is negative", *grace)
+	case *permits < 0:
+		return usage("--permits %d is negative", *permits)
 	}
 	nodes, err := runNodes(*addrs, lookup)
 	if err != nil {
@@ -131,6 +137,10 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("%v", err)
 	}
 	defer closer.Close()
+	do, what, err := holder(locker, keys, *permits, *read)
+	if err != nil {
+		return usage("%v", err)
+	}
 
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -140,27 +150,16 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		status   int
 		startErr error
 	)
-	name := strings.Join(keys, ", ")
-	err = holding(ctx, locker, keys, *read, func(ctx context.Context) error {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-		ownGroup(cmd)
-		dieWithUs(cmd)
-		if err := cmd.Start(); err != nil {
-			startErr = err
-			status = startStatus(cmd, err)
-			return err
-		}
-		started = true
-		status = supervise(ctx, cmd, *grace)
-		return nil
+	err = do(ctx, func(ctx context.Context) error {
+		started, status, startErr = runCommand(ctx, argv, stdio{in: stdin, out: stdout, err: stderr}, *grace)
+		return startErr
 	})
 	switch {
 	case startErr != nil: // the command did not run, whatever became of the lock
 		fmt.Fprintf(stderr, "redlock run: %v\n", startErr)
 		return status
 	case errors.Is(err, redlock.ErrLockLost):
-		fmt.Fprintf(stderr, "redlock run: lost lock %q while the command ran (status %d): %v\n", name, status, err)
+		fmt.Fprintf(stderr, "redlock run: lost %s while the command ran (status %d): %v\n", what, status, err)
 		return exitLost
 	case started:
 		if err != nil { // the command ran; only the release failed
@@ -173,7 +172,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "redlock run: interrupted before the command started: %v\n", err)
 		return exitInterrupted
 	case errors.Is(err, redlock.ErrNotAcquired):
-		fmt.Fprintf(stderr, "redlock run: %q is held elsewhere; not running the command: %v\n", name, err)
+		fmt.Fprintf(stderr, "redlock run: could not take %s: held elsewhere; not running the command: %v\n", what, err)
 		return exitBusy
 	case errors.Is(err, redlock.ErrUnavailable):
 		fmt.Fprintf(stderr, "redlock run: too few masters answered; not running the command: %v\n", err)
@@ -183,25 +182,72 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	return 1
 }
 
-// holding runs fn under Do for one key, DoRead for a reader, and DoMany
-// for several keys. Without --read a run is a plain mutex, which excludes
-// readers of the key too.
-func holding(ctx context.Context, locker redlock.Locker, keys []string, read bool, fn func(context.Context) error) error {
-	if read {
+// holder returns how to run a function while holding the lock key (Do),
+// the locks keys all at once (DoMany), or one of permits permits of the
+// semaphore keys[0] when permits > 0, or a reader's share of keys[0]
+// (DoRead) when read, and what it holds, for messages. A plain lock
+// excludes readers of its key too.
+func holder(locker redlock.Locker, keys []string, permits int, read bool) (func(context.Context, func(context.Context) error) error, string, error) {
+	switch {
+	case read && (len(keys) > 1 || permits > 0):
+		return nil, "", fmt.Errorf("--read takes one --key and no --permits")
+	case read:
 		rw, ok := locker.(redlock.ReadWriteLocker)
 		if !ok {
-			return fmt.Errorf("%w: %T cannot take read locks", redlock.ErrInvalid, locker)
+			return nil, "", fmt.Errorf("%w: %T cannot take read locks", redlock.ErrInvalid, locker)
 		}
-		return rw.DoRead(ctx, keys[0], fn)
-	}
-	if len(keys) == 1 {
-		return locker.Do(ctx, keys[0], fn)
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return rw.DoRead(ctx, keys[0], fn)
+		}, fmt.Sprintf("a read lock of %q", keys[0]), nil
+	case permits > 0 && len(keys) > 1:
+		return nil, "", fmt.Errorf("--permits takes one --key (the semaphore's name), not %d", len(keys))
+	case permits > 0:
+		sem, err := redlock.NewSemaphore(locker, keys[0], permits)
+		if err != nil {
+			return nil, "", err
+		}
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return sem.Do(ctx, fn)
+		}, fmt.Sprintf("a permit of semaphore %q (%d permits)", keys[0], permits), nil
+	case len(keys) == 1:
+		return func(ctx context.Context, fn func(context.Context) error) error {
+			return locker.Do(ctx, keys[0], fn)
+		}, fmt.Sprintf("lock %q", keys[0]), nil
 	}
 	sets, ok := locker.(redlock.KeySetLocker)
 	if !ok {
-		return fmt.Errorf("%w: %T cannot lock several keys at once", redlock.ErrInvalid, locker)
+		return nil, "", fmt.Errorf("%w: %T cannot lock several keys at once", redlock.ErrInvalid, locker)
 	}
-	return sets.DoMany(ctx, keys, fn)
+	return func(ctx context.Context, fn func(context.Context) error) error {
+		return sets.DoMany(ctx, keys, fn)
+	}, fmt.Sprintf("locks %q", keys), nil
+}
+
+// stdio is a command's standard streams, and variables added to the
+// environment it inherits.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+	env      []string
+}
+
+// runCommand starts argv in a process group of its own, killed with us on
+// Linux, and supervises it under ctx (see supervise): the rules of
+// redlock run and redlock elect. It reports whether the command started,
+// its status (the shell's, see startStatus, when it did not), and the
+// start error.
+func runCommand(ctx context.Context, argv []string, std stdio, grace time.Duration) (started bool, status int, startErr error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = std.in, std.out, std.err
+	if std.env != nil {
+		cmd.Env = append(os.Environ(), std.env...)
+	}
+	ownGroup(cmd)
+	dieWithUs(cmd)
+	if err := cmd.Start(); err != nil {
+		return false, startStatus(cmd, err), err
+	}
+	return true, supervise(ctx, cmd, grace), nil
 }
 
 // startStatus is the status a shell reports for a command that could not

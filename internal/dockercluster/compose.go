@@ -173,7 +173,7 @@ func (c *Compose) Killed(service string) bool {
 // accepted by the kernel, commands hang.
 func (c *Compose) Pause(t testing.TB, service string) {
 	t.Helper()
-	if err := c.pool.Client.PauseContainer(c.container(t, service)); err != nil {
+	if err := pause(c.pool.Client, c.container(t, service)); err != nil {
 		t.Fatalf("dockercluster: pause %s: %v", service, err)
 	}
 	c.setPaused(service, true)

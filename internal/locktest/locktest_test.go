@@ -73,3 +73,30 @@ func TestCounterFailsABrokenOne(t *testing.T) {
 		t.Fatal("Counter passed a lock that lets every caller in")
 	}
 }
+
+// TestPermitsPassesAGoodSemaphore and TestPermitsFailsABrokenOne: the
+// bound check can fail.
+func TestPermitsPassesAGoodSemaphore(t *testing.T) {
+	sem, err := redlock.NewSemaphore(single(t, false), "s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Permits(t, sem, 6, 10, nil)
+}
+
+func TestPermitsFailsABrokenOne(t *testing.T) {
+	sem, err := redlock.NewSemaphore(single(t, true), "s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Permits(r, sem, 6, 10, nil)
+	}()
+	<-done
+	if len(r.failed) == 0 {
+		t.Fatal("Permits passed a semaphore that lets every caller in")
+	}
+}

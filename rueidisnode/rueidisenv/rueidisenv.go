@@ -95,7 +95,9 @@ func OpenNode(n envconfig.Node) (redlock.Backend, io.Closer, error) {
 		c.Close()
 		return nil, nil, n.Invalid(fmt.Errorf("the rueidis client is in %s mode, not %s as the URL says", c.Mode(), want))
 	}
-	b, err := rueidisnode.New(c)
+	// The option names a cluster or Sentinel node as goredis does
+	// (rueidisnode.New refuses those clients without it).
+	b, err := rueidisnode.New(c, rueidisnode.WithClientOption(opt))
 	if err != nil {
 		c.Close()
 		return nil, nil, n.Invalid(err)

@@ -203,7 +203,7 @@ func TestOpenNodeIsRueidis(t *testing.T) {
 
 // TestClusterNode: a redis+cluster:// URL opens a rueidis cluster client
 // as one node, which excludes a go-redis configuration of the same
-// cluster. Skipped while rueidisnode.New refuses cluster clients.
+// cluster.
 func TestClusterNode(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3, 0).Addrs()
 	u := "redis+cluster://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
@@ -212,7 +212,7 @@ func TestClusterNode(t *testing.T) {
 
 // TestSentinelNode: a redis+sentinel:// URL opens a rueidis Sentinel
 // client as one node, which excludes a go-redis configuration of the same
-// master. Skipped while rueidisnode.New refuses Sentinel clients.
+// master.
 func TestSentinelNode(t *testing.T) {
 	s := redistest.StartSentinel(t)
 	sa := s.SentinelAddrs()
@@ -227,9 +227,6 @@ func sharedKeyExcludes(t *testing.T, u string) {
 	t.Helper()
 	c := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyReject, TTL: time.Minute, Nodes: []string{u}, Client: envconfig.ClientRueidis}
 	viaRueidis, closer, err := c.OpenWith(Client())
-	if err != nil && strings.Contains(err.Error(), "rueidisnode.New") {
-		t.Skipf("rueidisnode.New refuses this client at this commit (the rueidis adapter's cluster and Sentinel support is not merged): %v", err)
-	}
 	require.NoError(t, err)
 	t.Cleanup(func() { closer.Close() })
 	c.Client = envconfig.ClientGoRedis

@@ -1,0 +1,80 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
+	"github.com/redis/go-redis/v9"
+)
+
+// Two instances campaign for one election; the first leads, the second
+// waits and takes over the moment the first resigns, with a higher term.
+// An observer sees each change.
+func ExampleElection() {
+	srv := miniredis.NewMiniRedis() // stands in for a real Redis master
+	if err := srv.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	node, err := goredis.New(c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := redlock.NewSingle(node)
+	if err != nil {
+		log.Fatal(err)
+	}
+	election, err := redlock.NewElection(locker, "scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	changes, err := election.Observe(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("observed: %+v\n", <-changes) // nobody leads yet
+
+	a, err := election.Campaign(ctx, "host-a")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("observed: %+v\n", <-changes)
+
+	won := make(chan *redlock.Leadership)
+	go func() {
+		b, err := election.Campaign(ctx, "host-b") // waits while host-a leads
+		if err != nil {
+			log.Fatal(err)
+		}
+		won <- b
+	}()
+	// host-a does its work under a.Context(), sending a.Term() with its
+	// writes, until it resigns (or loses its lease: a.Lost()).
+	if err := a.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	b := <-won
+	fmt.Println("host-b leads, term", b.Term())
+	for l := range changes {
+		if l.Value == "host-b" {
+			fmt.Printf("observed: %+v\n", l)
+			break
+		}
+	}
+	if err := b.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// observed: {Value: Term:0}
+	// observed: {Value:host-a Term:1}
+	// host-b leads, term 2
+	// observed: {Value:host-b Term:2}
+}

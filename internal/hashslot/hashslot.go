@@ -1,0 +1,79 @@
+// Package hashslot holds Redis Cluster's hash-slot rules as the adapters
+// (goredis, rueidisnode) apply them to a lock: the lock key, its fence
+// counter (key + ":fence") and its release channel
+// (redlock.ReleaseChannel) must share one hash slot, so that the scripts
+// run on one master and SPUBLISH reaches the key's shard. One copy for
+// both adapters, so that they map a key to the same names on a cluster
+// and processes using either share its locks.
+package hashslot
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/quorumlock/redlock"
+)
+
+// Key maps a lock key to the key a cluster node uses, so that the key,
+// its fence counter and its release channel hash to one slot:
+//
+//   - a key with a hash tag is used as it is: the other two names share
+//     its tag;
+//   - a key without one is wrapped in one: "order:42" becomes
+//     "{order:42}";
+//   - a key whose first "{" is followed at once by "}" (an empty tag, with
+//     which Redis hashes the whole key) is refused, as is a key without a
+//     tag that starts with "}" (wrapped, its tag would be empty), and the
+//     empty key.
+//
+// Refusals match redlock.ErrInvalid; callers prefix them with their
+// package's name.
+func Key(key string) (string, error) {
+	if _, ok := Tag(key); ok {
+		return key, nil
+	}
+	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasPrefix(key[i+1:], "}") {
+		return "", fmt.Errorf(`%w: key %q has an empty hash tag "{}": Redis Cluster would hash the whole key, and its fence counter and release channel would land in other slots; put the tag's text between the braces, or drop them`,
+			redlock.ErrInvalid, key)
+	}
+	if strings.HasPrefix(key, "}") || key == "" {
+		return "", fmt.Errorf(`%w: key %q has no hash tag and starts with "}" or is empty: the tag a Redis Cluster node gives such a key ("{" + key + "}") would be empty`,
+			redlock.ErrInvalid, key)
+	}
+	return "{" + key + "}", nil
+}
+
+// Tag returns the hash tag of key by Redis Cluster's rule: the text
+// between its first "{" and the first "}" after it, when that is not
+// empty. ok is false when key has no tag (Redis then hashes all of it).
+func Tag(key string) (tag string, ok bool) {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return "", false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return "", false
+	}
+	return key[i+1 : i+1+j], true
+}
+
+// Of returns the hash slot of key: CRC16 (XMODEM) of its hash tag, or of
+// the whole key without one, modulo 16384.
+func Of(key string) uint16 {
+	if tag, ok := Tag(key); ok {
+		key = tag
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

@@ -1,0 +1,390 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// The semaphore: at most K holders of a name at once, each holding a
+// permit that expires by itself like a lock.
+//
+// Why slots. Counting permits on each node independently ("a node grants
+// while fewer than K hold it there; a client holds on a majority") is not
+// safe over several nodes: with 3 nodes and 2 permits, holders A on nodes
+// {1,2}, B on {2,3} and C on {1,3} each reach a majority while no node
+// counts more than 2, so three hold at once (with N nodes, up to nearly
+// twice the permits). A majority of one count does not exclude another
+// majority of another count; it only excludes a majority for the same
+// thing. So a semaphore of K permits is K slots, each slot a mutex of its
+// own (key name + ":permit:" + i), and a permit is the lock of one slot:
+// two holders of one slot would need two disjoint majorities, so there are
+// never more holders than slots. The bound rests on exactly what the mutex
+// rests on (bounded clock drift, masters that keep their data or stay down
+// for a TTL), and needs nothing more.
+//
+// Acquire makes one attempt per slot, starting at a random slot and going
+// round, and takes the first slot granted. Acquirers that all started at
+// slot 0 would all meet there first: over one node all but one are refused
+// and move on to meet again at slot 1, over several nodes their votes split
+// and often nobody gets slot 0. Random starting points spread simultaneous
+// acquirers over the free slots, so most get one at their first attempt.
+// The cost is that a full semaphore costs an Acquire K rounds to find out.
+//
+// When every slot refused, the strategy decides, as for a lock: Reject
+// fails at once, Retry waits out its delays and attempts every slot again
+// when one runs out. With hand-off, a waiter subscribes to the releases of
+// every slot, so a release of any of them wakes it at once, and stands in
+// each slot's line of its locker (line.go): within a locker, the first
+// waiter gets the first permit released.
+
+// MaxPermits bounds the permits of a Semaphore. A full semaphore costs an
+// Acquire one round per permit, and a waiter one subscription per permit
+// and node; beyond a few hundred permits a semaphore is rarely full, and
+// these costs are better avoided with a coarser design.
+const MaxPermits = 256
+
+// A Semaphore admits at most a fixed number of holders at once, each
+// holding a permit: a *Lock on one of the semaphore's slots, which expires
+// by itself like any lock (a crashed holder's permit frees itself within
+// the TTL), renews, reports its loss (Lost), is released with Unlock,
+// and carries the slot's fencing token (Slot, Fence). A Semaphore is
+// safe for concurrent use.
+//
+// Over a Redlock, the bound holds under the mutex's assumptions (see the
+// package documentation): each slot is a quorum lock of its own, because
+// counting permits on every node independently would let more holders in
+// (see the README's "Semaphore" section for the counterexample).
+type Semaphore struct {
+	lk   *locker
+	name string
+	keys []string // the slots' lock keys
+	opts []Option
+}
+
+// NewSemaphore returns a semaphore of permits permits named name on l,
+// which must be a *Single or a *Redlock of this package. Its slots are the
+// lock keys name + ":permit:0" up to name + ":permit:<permits-1>"; over a
+// Redis Cluster each slot key must be one the nodes can hold, as for any
+// lock (a hash tag in name puts every slot on one cluster node). opts are
+// the defaults for every Acquire, over l's own. An empty name, permits
+// below 1 or above MaxPermits, a nil or foreign l, or an invalid option is
+// ErrInvalid.
+func NewSemaphore(l Locker, name string, permits int, opts ...Option) (*Semaphore, error) {
+	lk, err := baseOf(l, "NewSemaphore")
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, invalidf("empty semaphore name")
+	}
+	if permits < 1 || permits > MaxPermits {
+		return nil, invalidf("semaphore %q: %d permits, want 1 to %d", name, permits, MaxPermits)
+	}
+	sm := &Semaphore{lk: lk, name: name, keys: make([]string, permits), opts: slices.Clone(opts)}
+	for i := range sm.keys {
+		sm.keys[i] = name + ":permit:" + strconv.Itoa(i)
+		if err := checkKey(lk.nodes, sm.keys[i]); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := sm.config(nil); err != nil {
+		return nil, err
+	}
+	return sm, nil
+}
+
+// Name returns the semaphore's name.
+func (sm *Semaphore) Name() string { return sm.name }
+
+// Permits returns how many holders the semaphore admits at once.
+func (sm *Semaphore) Permits() int { return len(sm.keys) }
+
+// SlotKey returns the lock key of slot i, in [0, Permits()), and "" for
+// any other i.
+func (sm *Semaphore) SlotKey(i int) string {
+	if i < 0 || i >= len(sm.keys) {
+		return ""
+	}
+	return sm.keys[i]
+}
+
+// config merges the locker's options, the semaphore's and a call's.
+func (sm *Semaphore) config(opts []Option) (*config, error) {
+	cfg := sm.lk.cfg.with(append(slices.Clip(sm.opts), opts...))
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, cfg.validateNodes(sm.lk.nodes)
+}
+
+// Acquire takes one permit, following the strategy while all are held,
+// and returns it as the lock of its slot: valid until its Until, released
+// with Unlock, extended with Extend, renewing itself with WithAutoRenew,
+// fenced per slot with WithFencing (Slot and Fence together identify it to
+// a resource). The errors are Lock's: ErrNotAcquired (with Reject, when
+// every slot is held), ErrTimeout (retries ran out while every slot stayed
+// held), ErrUnavailable (too few nodes answered for any slot), ErrInvalid;
+// a cancelled ctx stops waiting at once. The observer sees each slot's
+// attempts as a lock's, and one EventAcquire per call, keyed by the
+// granted slot's key (the semaphore's name when none was granted).
+func (sm *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	cfg, err := sm.config(opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sm.acquire(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.autoRenew {
+		l.startRenewal(ctx)
+	}
+	return l, nil
+}
+
+// Do takes a permit, runs fn, and releases the permit however fn ends,
+// exactly as Locker.Do does with a lock: the heartbeat renews the permit
+// while fn runs, its loss cancels fn's context with a cause matching
+// ErrLockLost, and FromContext finds the permit in fn's context (its Slot
+// and Fence are what fn sends to a fenced resource). Do returns the
+// acquisition's error if no permit was taken (fn did not run), otherwise
+// fn's error, joined with one matching ErrLockLost if the permit was lost.
+func (sm *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if fn == nil {
+		return invalidf("nil function")
+	}
+	cfg, err := sm.config(opts)
+	if err != nil {
+		return err
+	}
+	if err := cfg.validateRenewal(); err != nil {
+		return err
+	}
+	l, err := sm.acquire(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return hold(ctx, l, fn)
+}
+
+// acquire is Acquire without the heartbeat: every slot's waiter, in an
+// order starting at a random slot, run by one semWaiter.
+func (sm *Semaphore) acquire(ctx context.Context, cfg *config) (*Lock, error) {
+	start := cfg.clock.Now()
+	k := len(sm.keys)
+	first := rand.IntN(k)
+	sw := &semWaiter{ctx: ctx, name: sm.name, slots: make([]*waiter, k), index: make([]int, k)}
+	for j := range k {
+		i := (first + j) % k
+		s := scope{key: sm.keys[i], what: oneKey{}, nodes: sm.lk.nodes, cfg: cfg}
+		sw.slots[j], sw.index[j] = &waiter{scope: s, ctx: ctx, gate: -1}, i
+	}
+	lock, err := sw.run()
+	sw.stopWatching()
+	return scope{key: sm.name, what: oneKey{}, nodes: sm.lk.nodes, cfg: cfg}.settle(ctx, start, sw.attempts(), lock, err)
+}
+
+// semWaiter is one Acquire call: a waiter per slot (attempt.go makes their
+// attempts, notify.go their wake-ups), and the strategy over all of them.
+type semWaiter struct {
+	ctx     context.Context
+	name    string
+	slots   []*waiter // in the order this call tries them
+	index   []int     // slots[j] is slot index[j]
+	watched bool      // subscribing was tried (once per call)
+}
+
+func (sw *semWaiter) cfg() *config { return sw.slots[0].cfg }
+
+func (sw *semWaiter) attempts() int {
+	n := 0
+	for _, w := range sw.slots {
+		n += w.attempts
+	}
+	return n
+}
+
+// run is waiter.run over every slot: a pass over the slots, then the
+// strategy's delays, each waited out with wake-ups and followed by a pass.
+func (sw *semWaiter) run() (*Lock, error) {
+	if sw.ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %w (no attempt made)", ErrNotAcquired, context.Cause(sw.ctx))
+	}
+	var err error
+	if sw.joinsLine() {
+		err = fmt.Errorf("%w: semaphore %q: in line behind this locker's waiters", ErrNotAcquired, sw.name)
+	} else if lock, e := sw.pass(); e == nil {
+		return lock, nil
+	} else {
+		err = e
+	}
+	for retry := 0; ; retry++ {
+		if sw.ctx.Err() != nil {
+			return nil, cancelled(sw.ctx, err)
+		}
+		delay, ok := sw.cfg().strategy.Backoff(retry)
+		if !ok {
+			return nil, exhausted(retry, sw.attempts(), err)
+		}
+		timer := sw.cfg().clock.After(delay)
+		lock, e := sw.waitOut(timer, delay)
+		if lock != nil {
+			return lock, nil
+		}
+		if e != nil {
+			err = e
+		}
+		if sw.ctx.Err() != nil {
+			return nil, cancelled(sw.ctx, err)
+		}
+		if lock, e = sw.pass(); e == nil {
+			return lock, nil
+		}
+		err = e
+	}
+}
+
+// joinsLine reports whether others of this locker wait for a slot, so
+// that this call stands in line behind them (see joinsLine).
+func (sw *semWaiter) joinsLine() bool {
+	for _, w := range sw.slots {
+		if joinsLine(w.cfg, w.key) {
+			return true
+		}
+	}
+	return false
+}
+
+// pass makes one attempt on every slot, in order, and returns the first
+// lock granted. Without any, the error says how many slots were held.
+func (sw *semWaiter) pass() (*Lock, error) {
+	return sw.passOver(func(*waiter) bool { return true })
+}
+
+// passOver is pass over the slots that want says; with none of them it
+// returns neither a lock nor an error.
+
+func (sw *semWaiter) passOver(want func(*waiter) bool) (*Lock, error) {
+	var errs []error
+	for j, w := range sw.slots {
+		if !want(w) {
+			continue
+		}
+		lock, err := w.try(false)
+		if err == nil {
+			return sw.granted(j, lock), nil
+		}
+		if sw.ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, sw.full(errs)
+}
+
+// granted marks lock as a permit of its slot.
+func (sw *semWaiter) granted(j int, lock *Lock) *Lock {
+	lock.slot = sw.index[j]
+	return lock
+}
+
+// full is the error of attempts that all failed: ErrNotAcquired (with the
+// first held slot's error) when any slot was held, since a permit is then
+// only busy; otherwise the first slot's error (ErrUnavailable).
+func (sw *semWaiter) full(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	held := slices.IndexFunc(errs, func(err error) bool { return errors.Is(err, ErrNotAcquired) })
+	if held < 0 {
+		return fmt.Errorf("semaphore %q: no slot could be decided: %w", sw.name, errs[0])
+	}
+	n := 0
+	for _, err := range errs {
+		if errors.Is(err, ErrNotAcquired) {
+			n++
+		}
+	}
+	return fmt.Errorf("semaphore %q: %d of %d slots attempted were held: %w", sw.name, n, len(errs), errs[held])
+}
+
+// waitOut is waiter.waitOut over every slot: it waits until timer fires
+// or ctx ends, subscribing to every slot's releases first (once per call,
+// with hand-off and a delay to wait), and attempts the slot whose release
+// woke it.
+func (sw *semWaiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, error) {
+	var err error
+	if !sw.watched && !sw.cfg().noHandoff && delay > 0 {
+		sw.watched = true
+		if lock, e := sw.watch(); lock != nil {
+			return lock, nil
+		} else if e != nil {
+			err = e
+		}
+	}
+	cases := sw.selectCases(timer)
+	for {
+		chosen, _, _ := reflect.Select(cases)
+		if chosen < 2 { // ctx ended or the delay ran out
+			return nil, err
+		}
+		w := sw.slots[chosen-2]
+		if w.gate < 0 && !spread(sw.ctx, len(w.nodes)) {
+			continue // ctx ended: the next select returns
+		}
+		lock, e := w.try(true)
+		if e == nil {
+			return sw.granted(chosen-2, lock), nil
+		}
+		err = e
+	}
+}
+
+// watch subscribes every slot's waiter to its releases, then attempts the
+// slots it is first in line for: a release before the subscriptions is
+// caught by that attempt, every later one by an announcement. It joins the
+// slots' lines in slot order, whatever its order of attempts, so that of
+// two waiters of a locker the one that came first is ahead in every line.
+func (sw *semWaiter) watch() (*Lock, error) {
+	for i := range sw.slots {
+		w := sw.slots[slices.Index(sw.index, i)]
+		w.watched = true
+		w.watch()
+	}
+	return sw.passOver(func(w *waiter) bool { return w.wake != nil && w.wake.first() })
+}
+
+// selectCases are ctx's end, timer, and each subscribed slot's wake-ups,
+// in slot order (a nil channel never fires).
+func (sw *semWaiter) selectCases(timer <-chan time.Time) []reflect.SelectCase {
+	cases := make([]reflect.SelectCase, 2, 2+len(sw.slots))
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sw.ctx.Done())}
+	cases[1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer)}
+	for _, w := range sw.slots {
+		var ch <-chan struct{}
+		if w.wake != nil {
+			ch = w.wake.ch
+		}
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	return cases
+}
+
+// stopWatching unsubscribes every slot and leaves their lines.
+func (sw *semWaiter) stopWatching() {
+	for _, w := range sw.slots {
+		w.stopWatching()
+	}
+}
