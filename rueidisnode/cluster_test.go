@@ -42,6 +42,7 @@ func TestCluster(t *testing.T) {
 	t.Run("RedlockContention", func(t *testing.T) { clusterRedlockContention(t, seeds) })
 	t.Run("Handoff", func(t *testing.T) { clusterHandoff(t, cl, seeds) })
 	t.Run("InteropWithGoRedis", func(t *testing.T) { clusterInterop(t, seeds) })
+	t.Run("ReadWrite", func(t *testing.T) { clusterReadWrite(t, seeds) })
 	t.Run("LostReplies", func(t *testing.T) { clusterLostReplies(t, seeds) })
 	t.Run("SlotMoved", func(t *testing.T) { clusterSlotMoved(t, seeds) }) // last: it reassigns a slot
 }

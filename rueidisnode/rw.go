@@ -45,9 +45,15 @@ func (n *node) RaiseReadFence(ctx context.Context, key, token string, fence int6
 }
 
 func (n *node) ReleaseRead(ctx context.Context, key, token string, announce bool) (bool, error) {
+	return n.releaseRead(ctx, key, token, announce, "1") // PUBLISH
+}
+
+// releaseRead runs the reader's release script, announcing with publish
+// ("1" PUBLISH, "2" SPUBLISH) when asked to.
+func (n *node) releaseRead(ctx context.Context, key, token string, announce bool, publish string) (bool, error) {
 	flag := "0"
 	if announce {
-		flag = "1"
+		flag = publish
 	}
 	v, err := n.run(ctx, releaseReadScript, []string{key, key + readersSuffix}, token, flag)
 	return err == nil && v == 1, err
@@ -71,4 +77,50 @@ func (n *node) AcquireWrite(ctx context.Context, key, token string, ttl, mark ti
 		v = 0
 	}
 	return true, v, nil
+}
+
+// On a Redis Cluster the key is mapped as for every other call
+// (clusterKey), so the readers, the mark and the fence counter share its
+// hash slot, and the last reader's release announces with SPUBLISH.
+
+var _ redlock.RWLocker = (*clusterNode)(nil)
+
+func (g *clusterNode) AcquireRead(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	return g.node.AcquireRead(ctx, k, token, ttl)
+}
+
+func (g *clusterNode) RaiseReadFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.node.RaiseReadFence(ctx, k, token, fence)
+}
+
+func (g *clusterNode) ReleaseRead(ctx context.Context, key, token string, announce bool) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.releaseRead(ctx, k, token, announce, "2") // SPUBLISH
+}
+
+func (g *clusterNode) ExtendRead(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.node.ExtendRead(ctx, k, token, ttl)
+}
+
+func (g *clusterNode) AcquireWrite(ctx context.Context, key, token string, ttl, mark time.Duration, fenced bool) (bool, int64, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	return g.node.AcquireWrite(ctx, k, token, ttl, mark, fenced)
 }

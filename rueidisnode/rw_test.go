@@ -7,6 +7,7 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,4 +50,36 @@ func TestReadWriteInteropWithGoRedis(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, w.Fence(), rg.Fence(), "one fence counter, whichever the adapter")
 	require.NoError(t, rg.Unlock(t.Context()))
+}
+
+// clusterReadWrite: on a Redis Cluster a key without a hash tag is locked
+// in braces for readers and writers too (the readers' set and the mark in
+// its slot), and go-redis's cluster node shares the read-write lock.
+func clusterReadWrite(t *testing.T, seeds []string) {
+	g := clusterNodeOf(t, seeds)
+	cc := redistest.ClusterClient(t, seeds...)
+	opts := []redlock.Option{redlock.WithTTL(time.Minute), redlock.WithFencing(), redlock.WithStrategy(redlock.Retry(1, time.Hour))}
+	viaRueidis, err := redlock.NewSingle(g, opts...)
+	require.NoError(t, err)
+	viaGoRedis, err := redlock.NewSingle(goredisClusterNode(t, seeds...), opts...)
+	require.NoError(t, err)
+	key := fresh("rw")
+	r, err := viaRueidis.RLock(t.Context(), key)
+	require.NoError(t, err)
+	assert.Equal(t, "redlock:readers", cc.Get(t.Context(), "{"+key+"}").Val(), "the key in braces holds the readers' marker")
+	assert.Equal(t, int64(1), cc.ZCard(t.Context(), "{"+key+"}:readers").Val(), "the readers in its slot")
+	r2, err := viaGoRedis.RLock(t.Context(), key)
+	require.NoError(t, err, "go-redis's reader shares it")
+	got := make(chan error, 1)
+	go func() {
+		w, err := viaGoRedis.WLock(t.Context(), key)
+		if err == nil {
+			err = w.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	testwait.Until(t, "the writer's mark", func() bool { return cc.Exists(t.Context(), "{"+key+"}:writer-waiting").Val() == 1 })
+	require.NoError(t, r.Unlock(t.Context()))
+	require.NoError(t, r2.Unlock(t.Context()))
+	require.NoError(t, <-got, "the writer, woken by the last reader's SPUBLISH")
 }
