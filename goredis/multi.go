@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/hashslot"
 )
 
 // The redlock.MultiLocker capability: a set of keys, all or nothing, in
@@ -99,22 +100,13 @@ func manyArgs(keys []string, fenced bool, args ...any) []any {
 }
 
 // clusterKeys maps a set's keys as clusterKey does, and refuses a set
-// whose keys are not all in one hash slot: a script may touch the keys of
-// one slot only.
+// whose keys are not all in one hash slot (hashslot.Keys).
 func clusterKeys(keys []string) ([]string, error) {
-	out := make([]string, len(keys))
-	for i, key := range keys {
-		k, err := clusterKey(key)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = k
-		if i > 0 && slot(k) != slot(out[0]) {
-			return nil, fmt.Errorf(`%w: goredis: keys %q and %q are in different hash slots of the cluster: a set of keys must share one, so give them one hash tag ("{acct}:1", "{acct}:2")`,
-				redlock.ErrInvalid, keys[0], key)
-		}
+	ks, err := hashslot.Keys(keys)
+	if err != nil {
+		return nil, fmt.Errorf("goredis: %w", err)
 	}
-	return out, nil
+	return ks, nil
 }
 
 // CheckKeys refuses a set whose keys do not share a hash slot (see

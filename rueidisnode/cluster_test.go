@@ -37,12 +37,13 @@ func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)
 	seeds := cl.Addrs()[:3]
 	t.Run("Name", func(t *testing.T) { clusterName(t, seeds) })
-	t.Run("Keys", func(t *testing.T) { clusterKeys(t, seeds) })
+	t.Run("Keys", func(t *testing.T) { clusterKeyMapping(t, seeds) })
 	t.Run("Conformance", func(t *testing.T) { clusterConformance(t, cl) })
 	t.Run("RedlockContention", func(t *testing.T) { clusterRedlockContention(t, seeds) })
 	t.Run("Handoff", func(t *testing.T) { clusterHandoff(t, cl, seeds) })
 	t.Run("InteropWithGoRedis", func(t *testing.T) { clusterInterop(t, seeds) })
 	t.Run("ReadWrite", func(t *testing.T) { clusterReadWrite(t, seeds) })
+	t.Run("SetsAndPeekMapped", func(t *testing.T) { clusterSetsAndPeek(t, seeds) })
 	t.Run("LostReplies", func(t *testing.T) { clusterLostReplies(t, seeds) })
 	t.Run("SlotMoved", func(t *testing.T) { clusterSlotMoved(t, seeds) }) // last: it reassigns a slot
 }
@@ -93,10 +94,10 @@ func clusterName(t *testing.T, seeds []string) {
 	}
 }
 
-// clusterKeys: a key without a hash tag is locked in braces, its fence
+// clusterKeyMapping: a key without a hash tag is locked in braces, its fence
 // counter and announcement in its slot; keys whose names cannot share a
 // slot are refused at once, by CheckKey and by every call.
-func clusterKeys(t *testing.T, seeds []string) {
+func clusterKeyMapping(t *testing.T, seeds []string) {
 	g := clusterNodeOf(t, seeds)
 	cc := redistest.ClusterClient(t, seeds...)
 	key := fresh("wire")

@@ -43,6 +43,26 @@ func Key(key string) (string, error) {
 	return "{" + key + "}", nil
 }
 
+// Keys maps a set of lock keys (LockMany) as Key maps each one, and
+// refuses a set whose keys land in more than one hash slot: a script may
+// touch the keys of one slot only, so the keys of a set must share a hash
+// tag ("{acct}:1", "{acct}:2"). Refusals match redlock.ErrInvalid.
+func Keys(keys []string) ([]string, error) {
+	out := make([]string, len(keys))
+	for i, key := range keys {
+		k, err := Key(key)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = k
+		if i > 0 && Of(k) != Of(out[0]) {
+			return nil, fmt.Errorf(`%w: keys %q and %q are in different hash slots of the cluster: a set of keys must share one, so give them one hash tag ("{acct}:1", "{acct}:2")`,
+				redlock.ErrInvalid, keys[0], key)
+		}
+	}
+	return out, nil
+}
+
 // Tag returns the hash tag of key by Redis Cluster's rule: the text
 // between its first "{" and the first "}" after it, when that is not
 // empty. ok is false when key has no tag (Redis then hashes all of it).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quorumlock/redlock"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fenceSuffix is the adapters' fence counter suffix (key + ":fence").
@@ -83,4 +84,23 @@ func FuzzKey(f *testing.F) {
 				s, Of(k+fenceSuffix), Of(redlock.ReleaseChannel(k)))
 		}
 	})
+}
+
+// TestKeys: a set maps key by key, and a set spread over two slots is
+// refused, naming both keys.
+func TestKeys(t *testing.T) {
+	ks, err := Keys([]string{"{acct}:1", "{acct}:2"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"{acct}:1", "{acct}:2"}, ks)
+
+	ks, err = Keys([]string{"solo"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"{solo}"}, ks)
+
+	_, err = Keys([]string{"a", "b"})
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	assert.Contains(t, err.Error(), `"a" and "b"`)
+
+	_, err = Keys([]string{"{acct}:1", "{}x"})
+	require.ErrorIs(t, err, redlock.ErrInvalid)
 }
