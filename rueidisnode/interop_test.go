@@ -20,18 +20,9 @@ import (
 // key + ":fence"), and a release through one wakes a waiter of the other
 // (same release channel and payload).
 func TestInteropWithGoRedis(t *testing.T) {
-	addrs := redistest.Start(t, 3).Addrs()
-	var viaGoRedis, viaRueidis []redlock.Backend
-	for _, addr := range addrs {
-		g, err := goredis.New(redistest.Client(t, addr))
-		require.NoError(t, err)
-		viaGoRedis = append(viaGoRedis, g)
-		viaRueidis = append(viaRueidis, adapt(t, client(t, addr)))
-	}
+	viaGoRedis, viaRueidis := bothAdapters(t)
 	assert.Equal(t, viaGoRedis[0].Name(), viaRueidis[0].Name(), "one server, one name, whichever the client")
-	opts := []redlock.Option{redlock.WithTTL(time.Minute), redlock.WithFencing(), redlock.WithStrategy(redlock.Reject())}
-	g := newRedlock(t, viaGoRedis, opts...)
-	r := newRedlock(t, viaRueidis, opts...)
+	g, r := interopRedlocks(t, viaGoRedis, viaRueidis)
 
 	for _, tc := range []struct {
 		name        string
@@ -83,4 +74,25 @@ func TestInteropWithGoRedis(t *testing.T) {
 			})
 		}
 	})
+}
+
+// bothAdapters starts three redis-servers and adapts each twice: through
+// go-redis and through this package, as two processes would.
+func bothAdapters(t *testing.T) (viaGoRedis, viaRueidis []redlock.Backend) {
+	t.Helper()
+	for _, addr := range redistest.Start(t, 3).Addrs() {
+		g, err := goredis.New(redistest.Client(t, addr))
+		require.NoError(t, err)
+		viaGoRedis = append(viaGoRedis, g)
+		viaRueidis = append(viaRueidis, adapt(t, client(t, addr)))
+	}
+	return viaGoRedis, viaRueidis
+}
+
+// interopRedlocks is a Redlock over each adapter's nodes of the same
+// servers: fenced, refusing at once, TTL one minute.
+func interopRedlocks(t *testing.T, viaGoRedis, viaRueidis []redlock.Backend) (g, r *redlock.Redlock) {
+	t.Helper()
+	opts := []redlock.Option{redlock.WithTTL(time.Minute), redlock.WithFencing(), redlock.WithStrategy(redlock.Reject())}
+	return newRedlock(t, viaGoRedis, opts...), newRedlock(t, viaRueidis, opts...)
 }

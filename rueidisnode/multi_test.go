@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/goredis"
-	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,17 +13,8 @@ import (
 // single keys and sets through the other, and both adapters share each
 // key's fence counter.
 func TestInteropSetsWithGoRedis(t *testing.T) {
-	addrs := redistest.Start(t, 3).Addrs()
-	var viaGoRedis, viaRueidis []redlock.Backend
-	for _, addr := range addrs {
-		g, err := goredis.New(redistest.Client(t, addr))
-		require.NoError(t, err)
-		viaGoRedis = append(viaGoRedis, g)
-		viaRueidis = append(viaRueidis, adapt(t, client(t, addr)))
-	}
-	opts := []redlock.Option{redlock.WithTTL(time.Minute), redlock.WithFencing(), redlock.WithStrategy(redlock.Reject())}
-	g := newRedlock(t, viaGoRedis, opts...)
-	r := newRedlock(t, viaRueidis, opts...)
+	viaGoRedis, viaRueidis := bothAdapters(t)
+	g, r := interopRedlocks(t, viaGoRedis, viaRueidis)
 
 	set, err := r.LockMany(t.Context(), []string{"interop:set:b", "interop:set:a"})
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
@@ -17,17 +16,8 @@ import (
 // servers: readers of both share the key, a writer of either is refused
 // while they hold, and a reader of either sees the writer's generation.
 func TestReadWriteInteropWithGoRedis(t *testing.T) {
-	addrs := redistest.Start(t, 3).Addrs()
-	var viaGoRedis, viaRueidis []redlock.Backend
-	for _, addr := range addrs {
-		g, err := goredis.New(redistest.Client(t, addr))
-		require.NoError(t, err)
-		viaGoRedis = append(viaGoRedis, g)
-		viaRueidis = append(viaRueidis, adapt(t, client(t, addr)))
-	}
-	opts := []redlock.Option{redlock.WithTTL(time.Minute), redlock.WithFencing(), redlock.WithStrategy(redlock.Reject())}
-	g := newRedlock(t, viaGoRedis, opts...)
-	r := newRedlock(t, viaRueidis, opts...)
+	viaGoRedis, viaRueidis := bothAdapters(t)
+	g, r := interopRedlocks(t, viaGoRedis, viaRueidis)
 
 	rg, err := g.RLock(t.Context(), "interop:rw")
 	require.NoError(t, err)
