@@ -66,41 +66,40 @@ var (
 // LockMany acquires several keys at once on the node; see
 // KeySetLocker.LockMany.
 func (s *Single) LockMany(ctx context.Context, keys []string, opts ...Option) (*Lock, error) {
-	sc, err := s.prepareMany(ctx, keys, opts)
-	if err != nil {
-		return nil, err
-	}
-	return lockScope(ctx, sc)
+	return s.lockMany(ctx, keys, opts)
 }
 
 // DoMany runs fn while holding several keys; see KeySetLocker.DoMany.
 func (s *Single) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
-	if fn == nil {
-		return invalidf("nil function")
-	}
-	sc, err := s.prepareMany(ctx, keys, opts)
-	if err != nil {
-		return err
-	}
-	return doScope(ctx, sc, fn)
+	return s.doMany(ctx, keys, fn, opts)
 }
 
 // LockMany acquires several keys at once on a quorum of the nodes; see
 // KeySetLocker.LockMany.
 func (r *Redlock) LockMany(ctx context.Context, keys []string, opts ...Option) (*Lock, error) {
-	sc, err := r.prepareMany(ctx, keys, opts)
+	return r.lockMany(ctx, keys, opts)
+}
+
+// DoMany runs fn while holding several keys; see KeySetLocker.DoMany.
+func (r *Redlock) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
+	return r.doMany(ctx, keys, fn, opts)
+}
+
+// lockMany is LockMany for both lockers.
+func (l *locker) lockMany(ctx context.Context, keys []string, opts []Option) (*Lock, error) {
+	sc, err := l.prepareMany(ctx, keys, opts)
 	if err != nil {
 		return nil, err
 	}
 	return lockScope(ctx, sc)
 }
 
-// DoMany runs fn while holding several keys; see KeySetLocker.DoMany.
-func (r *Redlock) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
+// doMany is DoMany for both lockers.
+func (l *locker) doMany(ctx context.Context, keys []string, fn func(context.Context) error, opts []Option) error {
 	if fn == nil {
 		return invalidf("nil function")
 	}
-	sc, err := r.prepareMany(ctx, keys, opts)
+	sc, err := l.prepareMany(ctx, keys, opts)
 	if err != nil {
 		return err
 	}
