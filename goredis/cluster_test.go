@@ -17,6 +17,7 @@ import (
 	"github.com/quorumlock/redlock/backendtest"
 	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,7 +179,7 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 	owner, err := cc.MasterForKey(ctx, wire)
 	require.NoError(t, err)
 
-	cb, got := payloads()
+	cb, got := testwait.Payloads()
 	stop, err := g.Notify(ctx, key, cb)
 	require.NoError(t, err)
 	defer stop()
@@ -218,7 +219,7 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 	ok, err = g.Release(ctx, key, "tok-b", true)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "tok-b", next(t, got), "the sharded subscriber hears the release")
+	assert.Equal(t, "tok-b", testwait.Next(t, got), "the sharded subscriber hears the release")
 
 	for addr := range publishes {
 		assert.Equal(t, publishes[addr], commandCalls(t, servers[addr], "publish"), "PUBLISH calls on %s", addr)
@@ -271,7 +272,7 @@ func TestClusterActivationWaitsForPong(t *testing.T) {
 	h := g.slotHub(slot(wire))
 	h.wrap = func(ps pubSub) pubSub { return gatedPings{ps, gate} }
 
-	cb, got := payloads()
+	cb, got := testwait.Payloads()
 	type result struct {
 		stop func()
 		err  error
@@ -309,7 +310,7 @@ func TestClusterActivationWaitsForPong(t *testing.T) {
 	ok, err = g.Release(t.Context(), key, "tok-a", true)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "tok-a", next(t, got))
+	assert.Equal(t, "tok-a", testwait.Next(t, got))
 }
 
 // TestClusterActivationRace: on keys all over the cluster, a release made
@@ -329,7 +330,7 @@ func TestClusterActivationRace(t *testing.T) {
 		require.NoError(t, err)
 		slots[slot(k)] = true
 		wg.Go(func() {
-			cb, got := payloads()
+			cb, got := testwait.Payloads()
 			stop, err := g.Notify(t.Context(), key, cb)
 			if !assert.NoError(t, err) {
 				return
@@ -404,7 +405,7 @@ func TestClusterRefusedSubscription(t *testing.T) {
 	used := new(atomic.Bool) // once, also over the connection the hub reopens after MOVED
 	h.wrap = func(ps pubSub) pubSub { return movedPubSub{ps, armed, foreign, used} }
 
-	cb1, got1 := payloads()
+	cb1, got1 := testwait.Payloads()
 	stop1, err := g.Notify(ctx, first, cb1)
 	require.NoError(t, err)
 	defer stop1()
@@ -413,7 +414,7 @@ func TestClusterRefusedSubscription(t *testing.T) {
 	require.Error(t, err, "Notify must fail when the node refused its SSUBSCRIBE")
 	assert.Contains(t, err.Error(), "MOVED")
 
-	cb2, got2 := payloads()
+	cb2, got2 := testwait.Payloads()
 	stop2, err := g.Notify(ctx, second, cb2) // subscribes again, for real
 	require.NoError(t, err)
 	defer stop2()
@@ -426,7 +427,7 @@ func TestClusterRefusedSubscription(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		got := []chan string{got1, got2}[i]
-		for p := next(t, got); p != tok; p = next(t, got) {
+		for p := testwait.Next(t, got); p != tok; p = testwait.Next(t, got) {
 			assert.Empty(t, p, "only a resynchronisation's call may come first")
 		}
 	}

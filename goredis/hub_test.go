@@ -16,30 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// payloads returns a callback for Notify that hands every payload to the
-// returned channel (dropping them if the test does not keep up).
-func payloads() (func(string), chan string) {
-	ch := make(chan string, 64)
-	return func(p string) {
-		select {
-		case ch <- p:
-		default:
-		}
-	}, ch
-}
-
-// next returns the next payload, failing the test after the watchdog.
-func next(t *testing.T, ch <-chan string) string {
-	t.Helper()
-	select {
-	case p := <-ch:
-		return p
-	case <-time.After(watchdog):
-		t.Fatal("no notification")
-		return ""
-	}
-}
-
 // proxied starts a fault proxy to addr, closed when the test ends.
 func proxied(t *testing.T, addr string) *faultproxy.Proxy {
 	p, err := faultproxy.New(addr)
@@ -56,12 +32,12 @@ func numSub(m *miniredis.Miniredis, key string) int {
 func TestHubPayloadReachesTheWaiter(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := adapt(t, redistest.Client(t, m.Addr()))
-	cb, got := payloads()
+	cb, got := testwait.Payloads()
 	stop, err := g.Notify(t.Context(), "k", cb)
 	require.NoError(t, err)
 	defer stop()
 	m.Publish(redlock.ReleaseChannel("k"), "token-1")
-	assert.Equal(t, "token-1", next(t, got))
+	assert.Equal(t, "token-1", testwait.Next(t, got))
 }
 
 // TestHubActivationIsExact: SUBSCRIBE c, UNSUBSCRIBE c (its only waiter
@@ -92,14 +68,14 @@ func TestHubActivationIsExact(t *testing.T) {
 	testwait.Until(t, `numSub(m, "c") == 0`, func() bool { return numSub(m, "c") == 0 }) // UNSUBSCRIBE too
 
 	p.Set(faultproxy.Fault{Kind: faultproxy.Late, Delay: 3 * slow, ReplyDelay: slow}) // the next SUBSCRIBE lags behind the first one's reply
-	cb, got := payloads()
+	cb, got := testwait.Payloads()
 	stop, err := g.Notify(t.Context(), "c", cb)
 	require.NoError(t, err)
 	defer stop()
 	assert.Equal(t, 1, numSub(m, "c"), "Notify returned before its SUBSCRIBE reached the node")
 	p.Set(faultproxy.Fault{})
 	m.Publish(redlock.ReleaseChannel("c"), "after")
-	assert.Equal(t, "after", next(t, got), "a release after Notify returned is not missed")
+	assert.Equal(t, "after", testwait.Next(t, got), "a release after Notify returned is not missed")
 }
 
 // stallingPubSub is a go-redis PubSub whose SUBSCRIBE of one channel hangs
@@ -137,11 +113,11 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 		}
 	}()
 
-	cbA, gotA := payloads()
+	cbA, gotA := testwait.Payloads()
 	stopA, err := g.Notify(t.Context(), "a", cbA)
 	require.NoError(t, err)
 
-	cbB, gotB := payloads()
+	cbB, gotB := testwait.Payloads()
 	b := make(chan func(), 1)
 	go func() {
 		stop, err := g.Notify(t.Context(), "b", cbB)
@@ -151,7 +127,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	<-stall.stuck
 
 	m.Publish(redlock.ReleaseChannel("a"), "to-a")
-	assert.Equal(t, "to-a", next(t, gotA), "dispatch went on while b's SUBSCRIBE hung")
+	assert.Equal(t, "to-a", testwait.Next(t, gotA), "dispatch went on while b's SUBSCRIBE hung")
 
 	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
@@ -180,7 +156,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	stopB := <-b
 	defer stopB()
 	m.Publish(redlock.ReleaseChannel("b"), "to-b")
-	assert.Equal(t, "to-b", next(t, gotB))
+	assert.Equal(t, "to-b", testwait.Next(t, gotB))
 }
 
 // TestHubReconnectTellsWaiters: releases published while the pub/sub
@@ -194,11 +170,11 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	g := adapt(t, redistest.Client(t, p.Addr()))
 	direct := redistest.Client(t, srv.Servers[0].Addr())
 
-	cbX, gotX := payloads()
+	cbX, gotX := testwait.Payloads()
 	stopX, err := g.Notify(t.Context(), "x", cbX)
 	require.NoError(t, err)
 	defer stopX()
-	cbY, gotY := payloads()
+	cbY, gotY := testwait.Payloads()
 	stopY, err := g.Notify(t.Context(), "y", cbY)
 	require.NoError(t, err)
 	defer stopY()
@@ -211,16 +187,16 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "lost").Err())
 	p.Set(faultproxy.Fault{})
 
-	assert.Equal(t, "", next(t, gotX), "x is told a release may have been missed")
+	assert.Equal(t, "", testwait.Next(t, gotX), "x is told a release may have been missed")
 	n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x"), redlock.ReleaseChannel("y")).Result()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{redlock.ReleaseChannel("x"): 1, redlock.ReleaseChannel("y"): 1}, n,
 		"only once resubscribed")
-	assert.Equal(t, "", next(t, gotY), "so is every waiter")
+	assert.Equal(t, "", testwait.Next(t, gotY), "so is every waiter")
 
 	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "again").Err())
 	for {
-		if payload := next(t, gotX); payload != "" { // another drop may add a "" or two
+		if payload := testwait.Next(t, gotX); payload != "" { // another drop may add a "" or two
 			assert.Equal(t, "again", payload)
 			break
 		}

@@ -16,30 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// payloads returns a callback for Notify that hands every payload to the
-// returned channel (dropping them if the test does not keep up).
-func payloads() (func(string), chan string) {
-	ch := make(chan string, 64)
-	return func(p string) {
-		select {
-		case ch <- p:
-		default:
-		}
-	}, ch
-}
-
-// next returns the next payload, failing the test after the watchdog.
-func next(t *testing.T, ch <-chan string) string {
-	t.Helper()
-	select {
-	case p := <-ch:
-		return p
-	case <-time.After(watchdog):
-		t.Fatal("no notification")
-		return ""
-	}
-}
-
 func numSub(m *miniredis.Miniredis, key string) int {
 	return m.PubSubNumSub(redlock.ReleaseChannel(key))[redlock.ReleaseChannel(key)]
 }
@@ -79,19 +55,19 @@ func current(n *node) *subscription {
 func TestNotifyStopsCleanly(t *testing.T) {
 	m := miniredis.RunT(t)
 	n := adapt(t, client(t, m.Addr(), single))
-	cbA, gotA := payloads()
+	cbA, gotA := testwait.Payloads()
 	stopA, err := n.Notify(t.Context(), "a", cbA)
 	require.NoError(t, err)
-	cbB, gotB := payloads()
+	cbB, gotB := testwait.Payloads()
 	stopB, err := n.Notify(t.Context(), "b", cbB)
 	require.NoError(t, err)
 	sub := current(n)
 	m.Publish(redlock.ReleaseChannel("a"), "to-a")
-	assert.Equal(t, "to-a", next(t, gotA))
+	assert.Equal(t, "to-a", testwait.Next(t, gotA))
 	stopA()
 	testwait.Until(t, `numSub(m, "a") == 0`, func() bool { return numSub(m, "a") == 0 })
 	m.Publish(redlock.ReleaseChannel("b"), "to-b")
-	assert.Equal(t, "to-b", next(t, gotB))
+	assert.Equal(t, "to-b", testwait.Next(t, gotB))
 	stopB()
 	stopB() // stop is idempotent
 	idle(t, n, sub)
@@ -100,7 +76,7 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	stopA, err = n.Notify(t.Context(), "a", cbA) // a fresh connection
 	require.NoError(t, err)
 	m.Publish(redlock.ReleaseChannel("a"), "again")
-	assert.Equal(t, "again", next(t, gotA))
+	assert.Equal(t, "again", testwait.Next(t, gotA))
 	sub = current(n)
 	stopA()
 	idle(t, n, sub)
@@ -140,14 +116,14 @@ func TestHubActivationIsExact(t *testing.T) {
 	testwait.Until(t, `numSub(m, "c") == 0`, func() bool { return numSub(m, "c") == 0 }) // UNSUBSCRIBE too
 
 	p.Set(faultproxy.Fault{Kind: faultproxy.Late, Delay: 3 * slow, ReplyDelay: slow}) // the next SUBSCRIBE lags behind the first one's reply
-	cb, got := payloads()
+	cb, got := testwait.Payloads()
 	stop, err := n.Notify(t.Context(), "c", cb)
 	require.NoError(t, err)
 	defer stop()
 	assert.Equal(t, 1, numSub(m, "c"), "Notify returned before its SUBSCRIBE reached the node")
 	p.Set(faultproxy.Fault{})
 	m.Publish(redlock.ReleaseChannel("c"), "after")
-	assert.Equal(t, "after", next(t, got), "a release after Notify returned is not missed")
+	assert.Equal(t, "after", testwait.Next(t, got), "a release after Notify returned is not missed")
 }
 
 // TestHubReconnectTellsWaiters: releases published while the pub/sub
@@ -161,11 +137,11 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	n := adapt(t, client(t, p.Addr()))
 	direct := redistest.Client(t, srv.Addr())
 
-	cbX, gotX := payloads()
+	cbX, gotX := testwait.Payloads()
 	stopX, err := n.Notify(t.Context(), "x", cbX)
 	require.NoError(t, err)
 	defer stopX()
-	cbY, gotY := payloads()
+	cbY, gotY := testwait.Payloads()
 	stopY, err := n.Notify(t.Context(), "y", cbY)
 	require.NoError(t, err)
 	defer stopY()
@@ -175,14 +151,14 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "lost").Err())
 	p.Set(faultproxy.Fault{})
 
-	assert.Equal(t, "", next(t, gotX), "x is told a release may have been missed")
+	assert.Equal(t, "", testwait.Next(t, gotX), "x is told a release may have been missed")
 	assert.Equal(t, int64(1), serverNumSub(t, direct, "x"), "only once resubscribed")
 	assert.Equal(t, int64(1), serverNumSub(t, direct, "y"), "only once resubscribed")
-	assert.Equal(t, "", next(t, gotY), "so is every waiter")
+	assert.Equal(t, "", testwait.Next(t, gotY), "so is every waiter")
 
 	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "again").Err())
 	for {
-		if payload := next(t, gotX); payload != "" { // another drop may add a "" or two
+		if payload := testwait.Next(t, gotX); payload != "" { // another drop may add a "" or two
 			assert.Equal(t, "again", payload)
 			break
 		}
@@ -206,12 +182,12 @@ func TestNotifyOnUnreachableNode(t *testing.T) {
 	testwait.Until(t, "the hub goes idle", func() bool { return current(n) == nil })
 
 	p.Set(faultproxy.Fault{})
-	cb, got := payloads()
+	cb, got := testwait.Payloads()
 	stop, err := n.Notify(t.Context(), "k", cb)
 	require.NoError(t, err)
 	defer stop()
 	m.Publish(redlock.ReleaseChannel("k"), "back")
-	assert.Equal(t, "back", next(t, got))
+	assert.Equal(t, "back", testwait.Next(t, got))
 }
 
 // TestNewRefusesClientsItDoesNotSupport: a nil client, a client in

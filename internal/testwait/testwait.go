@@ -24,3 +24,29 @@ func Until(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Payloads returns a callback for a Notifier's released that hands every
+// payload to the returned channel (dropping them if the test does not
+// keep up), and the channel.
+func Payloads() (func(string), chan string) {
+	ch := make(chan string, 64)
+	return func(p string) {
+		select {
+		case ch <- p:
+		default:
+		}
+	}, ch
+}
+
+// Next returns the next payload from ch, failing t when Watchdog runs out
+// first.
+func Next(t testing.TB, ch <-chan string) string {
+	t.Helper()
+	select {
+	case p := <-ch:
+		return p
+	case <-time.After(Watchdog):
+		t.Fatal("watchdog: no notification")
+		return ""
+	}
+}
