@@ -41,7 +41,7 @@ var (
 // AddrsEnv names the environment variable that points the benchmarks at
 // existing masters (comma-separated host:port) instead of starting
 // redis-server processes; N=n runs only when n masters are given.
-// redlock bench --peers --addrs sets it.
+// redlock bench --peers sets it (to --addrs, or to the servers it started).
 const AddrsEnv = "REDLOCK_BENCH_ADDRS"
 
 // servers starts maxNodes redis-server processes for one top-level
