@@ -10,7 +10,7 @@
 # contender only). The test binary is built once, so every round runs the
 # same code.
 #
-#   bench/run.sh         # COUNT=5 BENCHTIME=1s PARALLEL=1s PRIMITIVES=1s HANDOFF=300x
+#   bench/run.sh         # COUNT=5 BENCHTIME=1s PARALLEL=500ms PRIMITIVES=500ms HANDOFF=300x
 #   COUNT=3 BENCHTIME=2000x bench/run.sh
 #   COUNT=1 BENCHTIME=200x HANDOFF=100x SPLICE=0 bench/run.sh   # a quick check
 #
@@ -33,8 +33,19 @@ cd "$(dirname "$0")"
 
 COUNT=${COUNT:-5}
 BENCHTIME=${BENCHTIME:-1s}
-PARALLEL=${PARALLEL:-$BENCHTIME}
-PRIMITIVES=${PRIMITIVES:-$BENCHTIME}
+# The 32-goroutine scenarios and the primitives run half as long as the
+# others by default (enough operations at 32 goroutines or with 16 waiters;
+# it keeps a default run near 20 minutes); an iteration count is kept as is.
+half() {
+	case $1 in
+	*x) echo "$1" ;;
+	*ms) echo "$((${1%ms} / 2))ms" ;;
+	*s) awk -v v="${1%s}" 'BEGIN { printf "%dms", v * 500 }' ;;
+	*) echo "$1" ;;
+	esac
+}
+PARALLEL=${PARALLEL:-$(half "$BENCHTIME")}
+PRIMITIVES=${PRIMITIVES:-$(half "$BENCHTIME")}
 HANDOFF=${HANDOFF:-300x}
 OUT=${OUT:-results} # where the results go (a trial run can put them elsewhere)
 mkdir -p "$OUT"
@@ -65,10 +76,12 @@ go test -c -o "$bin/bench.test" .
 # target without its figures is MISSING), and run.sh exits 1 at the end.
 failed=0
 bench() {
+	local t0=$SECONDS
 	if ! "$bin/bench.test" -test.run '^$' -test.bench "$1" -test.benchtime "$2" -test.count 1 -test.timeout 30m | tee -a "$OUT/raw.txt"; then
 		echo "run.sh: round $round: $1 failed; continuing" >&2
 		failed=1
 	fi
+	echo "run.sh: round $round: $1 took $((SECONDS - t0)) s" >&2
 }
 
 start=$(date +%s)
