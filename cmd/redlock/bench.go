@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -9,9 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -38,10 +36,16 @@ redis-server processes are started on free 127.0.0.1 ports and stopped at
 the end (also on Ctrl-C); without redis-server on PATH, in-process
 miniredis nodes are used, and the figures say little about a real server.
 
---peers then runs the side-by-side benchmarks against redsync and
-redislock, which live in the bench/ module of the source tree (the
-library does not depend on its competitors): it runs go test there, so it
-needs a checkout and the go command.
+--peers then runs the side-by-side scenarios of BENCHMARKS.md (this library,
+redsync, redislock and a hand-written raw floor, on the same masters as
+above: yours or the local ones) for each N of --nodes, --duration each,
+prints ops/s, p50, p99 and allocations per scenario, N and contender, and
+with --out draws one chart per scenario of ops/s against N beside it
+(latency.png: latency-peers-LockUnlock.png, ...). The peers live in the
+bench/ module of the source tree (the library does not depend on its
+competitors): --peers runs go test there, so it needs a checkout and the go
+command. Its output is go test's, which bench/tables (in that module) turns
+into BENCHMARKS.md's tables: go run ./tables output.txt.
 
 flags:
 `
@@ -72,9 +76,9 @@ func bench(args []string) int {
 	dur := fs.Duration("duration", time.Second, "how long each configuration runs")
 	conc := fs.Int("concurrency", 1, "goroutines locking, each on its own key")
 	out := fs.String("out", "", "write a PNG chart of p50 and p99 latency against N to this file")
-	peers := fs.Bool("peers", false, "also run the benchmarks against redsync and redislock (needs the source tree and go)")
+	peers := fs.Bool("peers", false, "also run the scenarios against redsync, redislock and the raw floor (needs the source tree and go)")
 	benchDir := fs.String("bench-dir", "", "the bench/ module for --peers (default: found above the working directory)")
-	peersBench := fs.String("peers-bench", "LockUnlock$", "-bench pattern for --peers")
+	peerScen := fs.String("peers-scenarios", defaultPeerScenarios(), "comma-separated scenarios of the bench module for --peers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -87,6 +91,10 @@ func bench(args []string) int {
 	}
 	if err == nil && *conc < 1 {
 		err = fmt.Errorf("--concurrency %d is below 1", *conc)
+	}
+	var scenarios []string
+	if err == nil && *peers {
+		scenarios, err = parseScenarios(*peerScen)
 	}
 	var user []string
 	if err == nil && *addrs != "" {
@@ -160,12 +168,13 @@ func bench(args []string) int {
 		fmt.Printf("chart written to %s\n", *out)
 	}
 	if *peers {
-		var ours []string
-		if *addrs != "" {
-			ours = user
-		}
-		if err := runPeers(ctx, *benchDir, *peersBench, ours); err != nil {
+		err := runPeers(ctx, peersRun{dir: *benchDir, scenarios: scenarios, ns: ns, benchtime: *dur,
+			addrs: user, out: *out, stdout: os.Stdout})
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: --peers:", err)
+			if ctx.Err() != nil {
+				return 130
+			}
 			return 1
 		}
 	}
@@ -186,6 +195,28 @@ func parseCounts(s string) ([]int, error) {
 	slices.Sort(ns)
 	return ns, nil
 }
+
+// parseScenarios checks --peers-scenarios: names of benchmarks (without
+// "Benchmark"), which go into a -bench expression.
+func parseScenarios(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !benchName.MatchString(f) {
+			return nil, fmt.Errorf("--peers-scenarios: %q is not a benchmark name", f)
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--peers-scenarios is empty")
+	}
+	return out, nil
+}
+
+var benchName = regexp.MustCompile(`^[A-Z]\w*$`)
 
 func parseAddrs(s string) ([]string, error) {
 	var out []string
@@ -395,57 +426,4 @@ func (p *progress) draw() {
 func (p *progress) done() {
 	p.stopOnce.Do(func() { close(p.quit) })
 	<-p.exited
-}
-
-// benchModule is the module path of the side-by-side benchmarks.
-const benchModule = "module github.com/quorumlock/redlock/bench"
-
-// runPeers runs the bench module's benchmarks (redlock, redsync,
-// redislock and the raw floor on the same servers) with go test, streaming
-// its output. addrs, when set, are passed on so they run on the user's
-// servers instead of their own.
-func runPeers(ctx context.Context, dir, pattern string, addrs []string) error {
-	if dir == "" {
-		dir = findBenchDir()
-		if dir == "" {
-			return errors.New("the peers' benchmarks live in the bench/ module of the source tree, which was not found above the working directory: run from a checkout of github.com/quorumlock/redlock, or pass --bench-dir")
-		}
-	}
-	if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !bytes.Contains(mod, []byte(benchModule)) {
-		return fmt.Errorf("%s is not the bench module (its go.mod must say %q)", dir, benchModule)
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go command is needed to run the peers' benchmarks: %w", err)
-	}
-	fmt.Printf("\npeers: go test -run '^$' -bench '%s' -benchtime 1s in %s\n", pattern, dir)
-	cmd := exec.CommandContext(ctx, gobin, "test", "-run", "^$", "-bench", pattern, "-benchtime", "1s", ".")
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Env = os.Environ()
-	if len(addrs) > 0 {
-		cmd.Env = append(cmd.Env, "REDLOCK_BENCH_ADDRS="+strings.Join(addrs, ","))
-	}
-	return cmd.Run()
-}
-
-// findBenchDir looks for bench/go.mod in the working directory and its
-// parents.
-func findBenchDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		for _, cand := range []string{filepath.Join(dir, "bench"), dir} {
-			if mod, err := os.ReadFile(filepath.Join(cand, "go.mod")); err == nil && bytes.Contains(mod, []byte(benchModule)) {
-				return cand
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -16,7 +17,10 @@ import (
 // library and a built-in 5×7 pixel font, so the library pulls in no
 // plotting dependency.
 func writeChart(path string, rs []benchResult) error {
-	img := drawChart(rs)
+	return writePNG(path, drawChart(rs))
+}
+
+func writePNG(path string, img image.Image) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
@@ -29,11 +33,16 @@ func writeChart(path string, rs []benchResult) error {
 }
 
 var (
-	white = color.RGBA{255, 255, 255, 255}
-	black = color.RGBA{0, 0, 0, 255}
-	grey  = color.RGBA{220, 220, 220, 255}
-	blue  = color.RGBA{30, 90, 200, 255}
-	red   = color.RGBA{200, 40, 40, 255}
+	white  = color.RGBA{255, 255, 255, 255}
+	black  = color.RGBA{0, 0, 0, 255}
+	grey   = color.RGBA{220, 220, 220, 255}
+	blue   = color.RGBA{30, 90, 200, 255}
+	red    = color.RGBA{200, 40, 40, 255}
+	green  = color.RGBA{30, 150, 60, 255}
+	purple = color.RGBA{130, 60, 180, 255}
+	orange = color.RGBA{230, 130, 20, 255}
+	teal   = color.RGBA{20, 150, 160, 255}
+	brown  = color.RGBA{120, 80, 40, 255}
 )
 
 const (
@@ -43,95 +52,142 @@ const (
 	scale          = 2 // font pixels per glyph pixel
 )
 
-func drawChart(rs []benchResult) *image.RGBA {
-	img := image.NewRGBA(image.Rect(0, 0, chartW, chartH))
-	fill(img, img.Bounds(), white)
+// A series is one curve of a chart: a value per node count, drawn as a
+// line through dots, or as squares alone.
+type series struct {
+	name    string
+	color   color.RGBA
+	squares bool
+	points  []point // in increasing n
+}
 
+type point struct {
+	n int
+	v float64
+}
+
+// plot is a chart of series against N (masters).
+type plot struct {
+	title, unit string // unit labels the y axis
+	series      []series
+	legendRight bool // the legend at the top right (top left otherwise)
+}
+
+func drawChart(rs []benchResult) *image.RGBA {
 	var maxLat time.Duration
-	minN, maxN := math.MaxInt, 0
 	for _, r := range rs {
 		maxLat = max(maxLat, r.p99)
-		minN, maxN = min(minN, r.n), max(maxN, r.n)
 	}
 	unit, unitName := time.Microsecond, "LATENCY (µS)"
 	if maxLat >= 10*time.Millisecond {
 		unit, unitName = time.Millisecond, "LATENCY (MS)"
 	}
-	yMax, yStep := niceScale(float64(maxLat) / float64(unit))
-	plot := image.Rect(left, top, chartW-right, chartH-bottom)
+	v := func(d time.Duration) float64 { return float64(d) / float64(unit) }
+	p := plot{title: "LOCK+UNLOCK LATENCY AGAINST N", unit: unitName, series: []series{
+		{name: "REDLOCK P99", color: red}, {name: "REDLOCK P50", color: blue},
+		{name: "SINGLE P99", color: red, squares: true}, {name: "SINGLE P50", color: blue, squares: true},
+	}}
+	for _, r := range rs {
+		i := 0
+		switch r.impl {
+		case "redlock":
+		case "single":
+			i = 2
+		default:
+			continue
+		}
+		p.series[i].points = append(p.series[i].points, point{r.n, v(r.p99)})
+		p.series[i+1].points = append(p.series[i+1].points, point{r.n, v(r.p50)})
+	}
+	return p.draw()
+}
+
+func (p plot) draw() *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, chartW, chartH))
+	fill(img, img.Bounds(), white)
+
+	maxV := 0.0
+	minN, maxN := math.MaxInt, 0
+	var ns []int
+	for _, s := range p.series {
+		for _, pt := range s.points {
+			maxV = max(maxV, pt.v)
+			minN, maxN = min(minN, pt.n), max(maxN, pt.n)
+			if !slices.Contains(ns, pt.n) {
+				ns = append(ns, pt.n)
+			}
+		}
+	}
+	yMax, yStep := niceScale(maxV)
+	area := image.Rect(left, top, chartW-right, chartH-bottom)
 	x := func(n int) int {
-		if maxN == minN {
-			return (plot.Min.X + plot.Max.X) / 2
+		if maxN <= minN {
+			return (area.Min.X + area.Max.X) / 2
 		}
 		pad := 30
-		return plot.Min.X + pad + (n-minN)*(plot.Dx()-2*pad)/(maxN-minN)
+		return area.Min.X + pad + (n-minN)*(area.Dx()-2*pad)/(maxN-minN)
 	}
-	y := func(d time.Duration) int {
-		v := float64(d) / float64(unit)
-		return plot.Max.Y - int(v/yMax*float64(plot.Dy()))
+	y := func(v float64) int {
+		return area.Max.Y - int(v/yMax*float64(area.Dy()))
 	}
 
 	// Grid, axes, ticks and labels.
 	for v := 0.0; v <= yMax+yStep/2; v += yStep {
-		py := plot.Max.Y - int(v/yMax*float64(plot.Dy()))
-		hline(img, plot.Min.X, plot.Max.X, py, grey)
+		py := area.Max.Y - int(v/yMax*float64(area.Dy()))
+		hline(img, area.Min.X, area.Max.X, py, grey)
 		label := trimFloat(v)
-		text(img, plot.Min.X-8-textWidth(label), py-7*scale/2, label, black)
+		text(img, area.Min.X-8-textWidth(label), py-7*scale/2, label, black)
 	}
-	hline(img, plot.Min.X, plot.Max.X, plot.Max.Y, black)
-	vline(img, plot.Min.X, plot.Min.Y, plot.Max.Y, black)
-	seen := map[int]bool{}
-	for _, r := range rs {
-		if seen[r.n] {
-			continue
-		}
-		seen[r.n] = true
-		px := x(r.n)
-		vline(img, px, plot.Max.Y, plot.Max.Y+6, black)
-		l := fmt.Sprint(r.n)
-		text(img, px-textWidth(l)/2, plot.Max.Y+12, l, black)
+	hline(img, area.Min.X, area.Max.X, area.Max.Y, black)
+	vline(img, area.Min.X, area.Min.Y, area.Max.Y, black)
+	for _, n := range ns {
+		px := x(n)
+		vline(img, px, area.Max.Y, area.Max.Y+6, black)
+		l := fmt.Sprint(n)
+		text(img, px-textWidth(l)/2, area.Max.Y+12, l, black)
 	}
-	title := "LOCK+UNLOCK LATENCY AGAINST N"
-	text(img, (chartW-textWidth(title))/2, 18, title, black)
+	text(img, (chartW-textWidth(p.title))/2, 18, p.title, black)
 	xl := "N (MASTERS)"
-	text(img, (plot.Min.X+plot.Max.X-textWidth(xl))/2, chartH-30, xl, black)
-	text(img, 8, top-30, unitName, black)
+	text(img, (area.Min.X+area.Max.X-textWidth(xl))/2, chartH-30, xl, black)
+	text(img, 8, top-30, p.unit, black)
 
-	// Series: Redlock as lines with dots, Single as squares.
-	var prev50, prev99 image.Point
-	first := true
-	for _, r := range rs {
-		if r.impl != "redlock" {
-			continue
-		}
-		p50 := image.Pt(x(r.n), y(r.p50))
-		p99 := image.Pt(x(r.n), y(r.p99))
-		if !first {
-			line(img, prev50, p50, blue)
-			line(img, prev99, p99, red)
-		}
-		dot(img, p50, blue)
-		dot(img, p99, red)
-		prev50, prev99, first = p50, p99, false
-	}
-	for _, r := range rs {
-		if r.impl == "single" {
-			square(img, image.Pt(x(r.n), y(r.p50)), blue)
-			square(img, image.Pt(x(r.n), y(r.p99)), red)
+	// Series: lines through dots, or squares.
+	for _, s := range p.series {
+		var prev image.Point
+		for i, pt := range s.points {
+			at := image.Pt(x(pt.n), y(pt.v))
+			if s.squares {
+				square(img, at, s.color)
+				continue
+			}
+			if i > 0 {
+				line(img, prev, at, s.color)
+			}
+			dot(img, at, s.color)
+			prev = at
 		}
 	}
 
-	// Legend, top left inside the plot.
-	lx, ly := plot.Min.X+16, plot.Min.Y+10
-	line(img, image.Pt(lx, ly+7), image.Pt(lx+24, ly+7), red)
-	text(img, lx+32, ly, "REDLOCK P99", black)
-	line(img, image.Pt(lx, ly+27), image.Pt(lx+24, ly+27), blue)
-	text(img, lx+32, ly+20, "REDLOCK P50", black)
-	square(img, image.Pt(lx+12, ly+47), red)
-	square(img, image.Pt(lx+12, ly+47), red)
-	text(img, lx+32, ly+40, "SINGLE P99", black)
-	square(img, image.Pt(lx+12, ly+67), blue)
-	text(img, lx+32, ly+60, "SINGLE P50", black)
+	// Legend, at the top inside the plot area.
+	lx, ly := area.Min.X+16, area.Min.Y+10
+	if p.legendRight {
+		widest := 0
+		for _, s := range p.series {
+			widest = max(widest, textWidth(s.name))
+		}
+		lx = area.Max.X - 16 - 32 - widest
+		// Over the curves: a white ground keeps it legible.
+		fill(img, image.Rect(lx-6, ly-6, area.Max.X-8, ly+20*len(p.series)), white)
+	}
+	for i, s := range p.series {
+		yy := ly + 20*i
+		if s.squares {
+			square(img, image.Pt(lx+12, yy+7), s.color)
+		} else {
+			line(img, image.Pt(lx, yy+7), image.Pt(lx+24, yy+7), s.color)
+		}
+		text(img, lx+32, yy, s.name, black)
+	}
 	return img
 }
 
@@ -285,6 +341,7 @@ var glyphs = map[rune]string{
 	'+': ".......#....#..#####..#....#.......",
 	'-': "...............#####...............",
 	'.': "..............................##...",
+	',': "......................##....#...#..",
 	'=': "..........#####.....#####..........",
 	'/': ".....#...#...#...#...#...#.........",
 	':': "......##...##........##...##.......",
