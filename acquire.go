@@ -82,6 +82,9 @@ func (w *waiter) run() (*Lock, error) {
 		}
 		delay, ok := w.cfg.strategy.Backoff(retry)
 		if !ok {
+			if lock := w.transferred(); lock != nil {
+				return lock, nil
+			}
 			return nil, exhausted(retry, w.attempts, err)
 		}
 		timer := w.cfg.clock.After(delay) // subscribing below must not lengthen the delay
@@ -133,6 +136,9 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 		case <-timer:
 			return nil, err
 		case <-woken:
+			if lock := w.transferred(); lock != nil {
+				return lock, nil
+			}
 			if w.gate < 0 && !spread(w.ctx, len(w.nodes)) {
 				continue // ctx ended: the next select returns
 			}
@@ -168,6 +174,7 @@ func (w *waiter) stopWatching() {
 	if w.unwatch != nil {
 		w.unwatch()
 		w.unwatch = nil
+		w.dropTransfer()
 	}
 }
 
@@ -177,6 +184,9 @@ func (w *waiter) stopWatching() {
 func (w *waiter) try(woken bool) (*Lock, error) {
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
+	}
+	if lock := w.transferred(); lock != nil {
+		return lock, nil
 	}
 	w.attempts++
 	token := newToken() + w.cfg.tokenSuffix

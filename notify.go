@@ -75,6 +75,8 @@ type wakeup struct {
 	gate      int    // node whose release a wake-up waits for, or -1
 	need      int    // free subscribed nodes that make a wake-up
 	own       map[string]struct{}
+
+	transfer *transferSlot // set before joining a line when Unlock may hand the key over (handoff.go); nil otherwise
 }
 
 func newWakeup(nodes int, ls *lines) *wakeup {
@@ -235,6 +237,9 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 		ok[i] = err == nil
 	}
 	w.subscribed(ok, quorum(len(nodes)))
+	if s.transferable() {
+		w.transfer = &transferSlot{s: s, wake: w.wake}
+	}
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
 	s.cfg.lines.join(s.key, w)
