@@ -34,6 +34,7 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	start := s.cfg.clock.Now()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
+	w.markHeld(lock)
 	w.stopWatching()
 	return s.settle(ctx, start, w.attempts, lock, err)
 }
@@ -189,6 +190,10 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		return lock, nil
 	}
 	w.attempts++
+	if until, held := w.heldHere(); held && !woken {
+		// Held by this locker: the nodes would refuse (line.heldUntil).
+		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
+	}
 	token := newToken() + w.cfg.tokenSuffix
 	if w.wake != nil {
 		w.wake.begin(token)

@@ -161,9 +161,27 @@ func (w *waiter) dropTransfer() {
 	}
 }
 
+// markHeld records in w's line that w took lock (line.held).
+func (w *waiter) markHeld(lock *Lock) {
+	if lock != nil && w.wake != nil {
+		w.cfg.lines.held(w.key, lock.token, lock.until)
+	}
+}
+
+// heldHere reports whether a lock of w's locker that a waiter in line
+// took is still valid: an attempt would be refused (line.heldUntil).
+func (w *waiter) heldHere() (time.Time, bool) {
+	if w.wake == nil {
+		return time.Time{}, false
+	}
+	until := w.cfg.lines.heldUntil(w.key)
+	return until, w.cfg.clock.Now().Before(until)
+}
+
 // letGo is Unlock's round: a transfer to the locker's first waiter for
 // the key when one can take it (see above), a release otherwise.
 func (l *Lock) letGo(ctx context.Context, until time.Time) error {
+	l.cfg.lines.unheld(l.key, l.token)
 	if l.chain >= handoffChain || l.slot != -1 || !l.scope().transferable() || !l.cfg.clock.Now().Before(until) {
 		return l.release(ctx, until)
 	}

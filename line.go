@@ -3,6 +3,7 @@ package redlock
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // A line is one locker's waiters for one key, in order of arrival. A
@@ -17,6 +18,12 @@ import (
 type line struct {
 	key     string
 	waiters []*wakeup
+
+	// A lock of this locker that one of the line's waiters took, until
+	// its Unlock: its token and validity. While it is valid the others
+	// know the key is held without asking the nodes (see heldUntil).
+	holder string
+	until  time.Time
 }
 
 // lines holds one locker's lines that have waiters; a line is dropped
@@ -35,6 +42,40 @@ func (ls *lines) waiting(key string) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.m[key] != nil
+}
+
+// held records that a waiter in line for key took the lock with token,
+// valid until until.
+func (ls *lines) held(key, token string, until time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil {
+		l.holder, l.until = token, until
+	}
+}
+
+// unheld forgets the holder recorded for key if it is token's (Unlock).
+func (ls *lines) unheld(key, token string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil && l.holder == token {
+		l.holder, l.until = "", time.Time{}
+	}
+}
+
+// heldUntil returns the validity of the lock of this locker that a
+// waiter in line for key took and has not unlocked; the zero time when
+// there is none. A waiter whose backoff delay runs out before it need not
+// ask the nodes: they would refuse. It cannot be lost sooner without the
+// locker's knowing, short of a node losing its data, and then the waiters
+// ask again once it runs out.
+func (ls *lines) heldUntil(key string) time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil {
+		return l.until
+	}
+	return time.Time{}
 }
 
 // join puts w, one of ls's waiters, at the end of the line for key.
