@@ -3,12 +3,15 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
@@ -201,4 +204,65 @@ func TestTransferTakesTurns(t *testing.T) {
 	assert.Positive(t, transfers, "hand-offs transferred")
 	assert.Positive(t, calls(ns, fakenode.Release), "the chain of transfers is bounded")
 	assert.True(t, free(t, ns, "transfer:turns"))
+}
+
+// Goroutines of one locker taking turns while each node, at random, loses
+// replies (the command ran), fails calls (it did not run) or delivers
+// them late (after the caller gave up): transfers that fall short, land
+// late or are undone must never let two holders in at once.
+func TestTransferUnderFaults(t *testing.T) {
+	rl, ns := transferNodes(t, 3, redlock.WithTTL(300*time.Millisecond), redlock.WithNodeTimeout(30*time.Millisecond),
+		redlock.WithStrategy(redlock.Retry(100, 5*time.Millisecond)))
+	var late sync.WaitGroup
+	defer late.Wait()
+	var mu sync.Mutex
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("fault seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 14))
+	for _, f := range ns {
+		f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+			mu.Lock()
+			p := rng.IntN(100)
+			mu.Unlock()
+			switch {
+			case p < 8: // lost reply
+				c.Send(ctx)
+				return fakenode.Result{Err: fakenode.ErrInjected}
+			case p < 12: // never sent
+				return fakenode.Result{Err: fakenode.ErrInjected}
+			case p < 16: // delivered after the caller gave up
+				late.Go(func() {
+					time.Sleep(40 * time.Millisecond)
+					c.Send(context.Background())
+				})
+				return fakenode.Result{Err: fakenode.ErrInjected}
+			}
+			return c.Send(ctx)
+		})
+	}
+	chk := exclusion.New()
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(stop); n++ {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				l, err := rl.Lock(ctx, "transfer:faults")
+				if err != nil {
+					cancel()
+					chk.Fail(exclusion.Other, err)
+					continue
+				}
+				in := chk.Enter("transfer:faults", fmt.Sprintf("g%d#%d", g, n), l.Until())
+				time.Sleep(time.Millisecond)
+				in.Exit()
+				_ = l.Unlock(ctx) // may fail under faults; exclusion is what counts
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Empty(t, chk.Overlaps())
+	assert.Positive(t, calls(ns, fakenode.Transfer), "hand-offs transferred")
+	t.Log(len(chk.Sections()), "sections,", calls(ns, fakenode.Transfer)/3, "transfer rounds")
 }
