@@ -147,7 +147,17 @@ func (w *waiter) transferred() *Lock {
 	if w.wake == nil || w.wake.transfer == nil || w.ctx.Err() != nil {
 		return nil
 	}
-	return w.wake.transfer.take()
+	l := w.wake.transfer.take()
+	if l != nil {
+		// Spend the wake-up that came with it: left pending, leaving the
+		// line would pass it on, and the next waiter would attempt on a
+		// key that we now hold.
+		select {
+		case <-w.wake.ch:
+		default:
+		}
+	}
+	return l
 }
 
 // dropTransfer ends w's taking of transfers, once it has left its line;
@@ -180,13 +190,17 @@ func (w *waiter) heldHere() (time.Time, bool) {
 
 // letGo is Unlock's round: a transfer to the locker's first waiter for
 // the key when one can take it (see above), a release otherwise.
+//
+// The line keeps the lock as its holder (line.heldUntil) while a transfer
+// is under way, and the new lock once it succeeded: the key is held all
+// along, and the other waiters need not ask the nodes.
 func (l *Lock) letGo(ctx context.Context, until time.Time) error {
-	l.cfg.lines.unheld(l.key, l.token)
-	if l.chain >= handoffChain || l.slot != -1 || !l.scope().transferable() || !l.cfg.clock.Now().Before(until) {
-		return l.release(ctx, until)
+	var t *transferSlot
+	if l.chain < handoffChain && l.slot == -1 && l.scope().transferable() && l.cfg.clock.Now().Before(until) {
+		t = l.cfg.lines.claim(l.key)
 	}
-	t := l.cfg.lines.claim(l.key)
 	if t == nil {
+		l.cfg.lines.unheld(l.key, l.token)
 		return l.release(ctx, until)
 	}
 	return l.transfer(ctx, until, t)
@@ -208,7 +222,9 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
 		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: *ws.cfg, acquired: start,
 			until: start.Add(ttl - drift), lost: make(chan struct{}), chain: l.chain + 1}
+		l.cfg.lines.held(l.key, token, next.until)
 		if !t.deliver(next) {
+			l.cfg.lines.unheld(l.key, token)
 			next.scope().releaseAll(ctx, token) // the waiter is gone
 		}
 		if late := l.cfg.clock.Now().Sub(until); late > 0 {
@@ -216,6 +232,7 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 		}
 		return nil
 	}
+	l.cfg.lines.unheld(l.key, l.token)
 	t.deliver(nil)
 	// Ours first: a transfer still in flight to a node finds our key gone
 	// there and does nothing; one that landed is undone next.
