@@ -32,8 +32,9 @@ import (
 // Within a locker only the first in line for the key is woken (see
 // line.go): waking them all would make all but one fail an attempt and
 // roll back; and when the nodes are Transferrers, Unlock does not release
-// at all but hands the key to that waiter (handoff.go). Across lockers (processes) one waiter per locker competes,
-// and with several nodes the key's gate (gate.go) decides among them;
+// at all but hands the key to that waiter (handoff.go). Across lockers
+// (processes) one waiter per locker competes, and with several nodes the
+// key's gate (gate.go) decides among them;
 // BenchmarkHandoff in handoff_bench_test.go measures wait times and
 // fairness. Reject does not
 // wait and never subscribes, nor do uncontended acquisitions: the cost is
