@@ -171,9 +171,11 @@ func (w *waiter) dropTransfer() {
 	}
 }
 
-// markHeld records in w's line that w took lock (line.held).
+// markHeld records in w's line that w took lock (line.held): a plain lock
+// on one key, which excludes every other taker of the key. (A reader's
+// share would not exclude another reader.)
 func (w *waiter) markHeld(lock *Lock) {
-	if lock != nil && w.wake != nil {
+	if lock != nil && w.wake != nil && w.what == target(oneKey{}) && w.keys == nil {
 		w.cfg.lines.held(w.key, lock.token, lock.until)
 	}
 }
