@@ -34,6 +34,7 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	start := s.cfg.clock.Now()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
+	w.markHeld(lock)
 	w.stopWatching()
 	return s.settle(ctx, start, w.attempts, lock, err)
 }
@@ -82,6 +83,9 @@ func (w *waiter) run() (*Lock, error) {
 		}
 		delay, ok := w.cfg.strategy.Backoff(retry)
 		if !ok {
+			if lock := w.transferred(); lock != nil {
+				return lock, nil
+			}
 			return nil, exhausted(retry, w.attempts, err)
 		}
 		timer := w.cfg.clock.After(delay) // subscribing below must not lengthen the delay
@@ -133,6 +137,9 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 		case <-timer:
 			return nil, err
 		case <-woken:
+			if lock := w.transferred(); lock != nil {
+				return lock, nil
+			}
 			if w.gate < 0 && !spread(w.ctx, len(w.nodes)) {
 				continue // ctx ended: the next select returns
 			}
@@ -168,6 +175,7 @@ func (w *waiter) stopWatching() {
 	if w.unwatch != nil {
 		w.unwatch()
 		w.unwatch = nil
+		w.dropTransfer()
 	}
 }
 
@@ -178,7 +186,14 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
 	}
+	if lock := w.transferred(); lock != nil {
+		return lock, nil
+	}
 	w.attempts++
+	if until, held := w.heldHere(); held && !woken {
+		// Held by this locker: the nodes would refuse (line.heldUntil).
+		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
+	}
 	token := newToken() + w.cfg.tokenSuffix
 	if w.wake != nil {
 		w.wake.begin(token)

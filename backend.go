@@ -94,6 +94,18 @@ type Notifier interface {
 	Notify(ctx context.Context, key string, released func(payload string)) (stop func(), err error)
 }
 
+// Transferrer is the optional capability of a Backend that hands a held
+// key from one token to another in one atomic step. With it on every
+// node, Unlock hands the key straight to the first waiter of the same
+// locker (handoff.go): one round instead of a release, its announcement
+// and the waiter's acquisition, and the key is never free in between.
+type Transferrer interface {
+	// Transfer sets key to newToken with the TTL only if it holds
+	// oldToken, and reports whether it did (Lua.Transfer). It never
+	// creates the key and announces nothing.
+	Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error)
+}
+
 // KeyChecker is the optional capability of a Backend that cannot hold
 // every key: a Redis Cluster node needs a lock key, its fence counter and
 // its release channel in one hash slot. Lock and Do ask every node that is
@@ -244,6 +256,8 @@ var (
 	extendReadLua string
 	//go:embed acquire_write.lua
 	acquireWriteLua string
+	//go:embed transfer.lua
+	transferLua string
 )
 
 // Lua holds the source of the scripts a Redis adapter runs, so that no
@@ -266,6 +280,9 @@ var (
 //   - RaiseFence: KEYS[1] lock key, KEYS[2] its fence counter; ARGV[1]
 //     token, ARGV[2] fence. Replies 1 if the key held the token (the
 //     counter is now at least ARGV[2]), 0 otherwise.
+//   - Transfer: KEYS[1] lock key; ARGV[1] token, ARGV[2] the next
+//     holder's token, ARGV[3] TTL in ms. Sets the key to ARGV[2] with the
+//     TTL if it held ARGV[1]; replies 1 if so, 0 otherwise.
 //
 // The scripts of MultiLocker take n distinct lock keys (KEYS[1..n]) and,
 // when fenced, their n fence counters after them (KEYS[n+1..2n]):
@@ -304,6 +321,9 @@ var Lua = struct {
 	AcquireMany, AcquireManyFenced, RaiseFences, ReleaseMany, ExtendMany string
 
 	AcquireRead, RaiseReadFence, ReleaseRead, ExtendRead, AcquireWrite string
+
+	Transfer string
 }{releaseLua, extendLua, acquireFencedLua, raiseFenceLua,
 	acquireManyLua, acquireManyFencedLua, raiseFencesLua, releaseManyLua, extendManyLua,
-	acquireReadLua, raiseReadFenceLua, releaseReadLua, extendReadLua, acquireWriteLua}
+	acquireReadLua, raiseReadFenceLua, releaseReadLua, extendReadLua, acquireWriteLua,
+	transferLua}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // A line is one locker's waiters for one key, in order of arrival. A
@@ -11,12 +12,21 @@ import (
 // every node and a rollback that wakes everyone again. Waking one per
 // locker keeps the herd as small as the number of lockers waiting (usually
 // one per process: build one Locker and share it), and makes waiters of
-// one locker take turns in arrival order. The others still attempt when
-// their backoff delays run out, so a slow first waiter delays them by at
-// most their delay.
+// one locker take turns in arrival order. With Transferrer nodes the
+// release is not even needed: Unlock hands the key to the first waiter
+// (handoff.go). The others still attempt when their backoff delays run
+// out, so a slow first waiter delays them by at most their delay; except
+// while a lock that a waiter of their line took is valid and not
+// unlocked (heldUntil), when the nodes would only refuse them.
 type line struct {
 	key     string
 	waiters []*wakeup
+
+	// A lock of this locker that one of the line's waiters took, until
+	// its Unlock: its token and validity. While it is valid the others
+	// know the key is held without asking the nodes (see heldUntil).
+	holder string
+	until  time.Time
 }
 
 // lines holds one locker's lines that have waiters; a line is dropped
@@ -35,6 +45,40 @@ func (ls *lines) waiting(key string) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.m[key] != nil
+}
+
+// held records that a waiter in line for key took the lock with token,
+// valid until until.
+func (ls *lines) held(key, token string, until time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil {
+		l.holder, l.until = token, until
+	}
+}
+
+// unheld forgets the holder recorded for key if it is token's (Unlock).
+func (ls *lines) unheld(key, token string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil && l.holder == token {
+		l.holder, l.until = "", time.Time{}
+	}
+}
+
+// heldUntil returns the validity of the lock of this locker that a
+// waiter in line for key took and has not unlocked; the zero time when
+// there is none. A waiter whose backoff delay runs out before it need not
+// ask the nodes: they would refuse. It cannot be lost sooner without the
+// locker's knowing, short of a node losing its data, and then the waiters
+// ask again once it runs out.
+func (ls *lines) heldUntil(key string) time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil {
+		return l.until
+	}
+	return time.Time{}
 }
 
 // join puts w, one of ls's waiters, at the end of the line for key.

@@ -21,6 +21,7 @@ type Lock struct {
 	nodes    []Backend
 	cfg      config
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
+	chain    int       // transfers in a row that led to it (handoff.go)
 
 	mu       sync.Mutex
 	until    time.Time
@@ -189,7 +190,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if released {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
 	}
-	err := l.release(ctx, until)
+	err := l.letGo(ctx, until)
 	l.cfg.observe(Event{Kind: EventRelease, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: err})
 	return err
 }

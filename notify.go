@@ -31,8 +31,10 @@ import (
 // someone else (its own rollbacks announce too, and are ignored by token).
 // Within a locker only the first in line for the key is woken (see
 // line.go): waking them all would make all but one fail an attempt and
-// roll back. Across lockers (processes) one waiter per locker competes,
-// and with several nodes the key's gate (gate.go) decides among them;
+// roll back; and when the nodes are Transferrers, Unlock does not release
+// at all but hands the key to that waiter (handoff.go). Across lockers
+// (processes) one waiter per locker competes, and with several nodes the
+// key's gate (gate.go) decides among them;
 // BenchmarkHandoff in handoff_bench_test.go measures wait times and
 // fairness. Reject does not
 // wait and never subscribes, nor do uncontended acquisitions: the cost is
@@ -75,6 +77,8 @@ type wakeup struct {
 	gate      int    // node whose release a wake-up waits for, or -1
 	need      int    // free subscribed nodes that make a wake-up
 	own       map[string]struct{}
+
+	transfer *transferSlot // set before joining a line when Unlock may hand the key over (handoff.go); nil otherwise
 }
 
 func newWakeup(nodes int, ls *lines) *wakeup {
@@ -235,6 +239,9 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 		ok[i] = err == nil
 	}
 	w.subscribed(ok, quorum(len(nodes)))
+	if s.transferable() {
+		w.transfer = &transferSlot{s: s, wake: w.wake}
+	}
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.
 	s.cfg.lines.join(s.key, w)

@@ -46,6 +46,12 @@ func (n *node) ops() []op {
 				return err
 			}})
 	}
+	if tr, ok := n.b.(redlock.Transferrer); ok {
+		ops = append(ops, op{"Transfer", func(ctx context.Context) error {
+			_, err := tr.Transfer(ctx, key(), tok, token(), longTTL)
+			return err
+		}})
+	}
 	if pk, ok := n.b.(redlock.Peeker); ok {
 		ops = append(ops, op{"Peek", func(ctx context.Context) error {
 			_, _, err := pk.Peek(ctx, key())

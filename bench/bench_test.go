@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,75 +283,4 @@ func BenchmarkExtend(b *testing.B) {
 	})
 }
 
-// Hand-off parameters: workers contending for one key, each holding it for
-// hold once acquired.
-const (
-	handoffWorkers = 8
-	handoffHold    = time.Millisecond
-	// handoffPatience bounds one worker's wait for one acquisition across
-	// as many calls of Acquire as it takes; past it the benchmark fails.
-	handoffPatience = 60 * time.Second
-)
-
-// BenchmarkHandoff is 8 workers taking turns on one key, each holding it
-// for 1 ms, b.N acquisitions in all. Each worker waits with its
-// contender's own retry configuration and calls Acquire again when that
-// gives up, so the wait measured is the time from wanting the lock to
-// holding it. It reports wait p50/p99 in ms, acquisitions per second, and
-// fairness: the fewest and most acquisitions of one worker, and their
-// ratio.
-func BenchmarkHandoff(b *testing.B) {
-	each(b, contendedNodes, contended, func(b *testing.B, c Contender, key string) {
-		var left atomic.Int64
-		left.Store(int64(b.N))
-		waits := make([]latencies, handoffWorkers)
-		for i := range waits {
-			waits[i] = make(latencies, 0, b.N)
-		}
-		counts := make([]int, handoffWorkers)
-		var inside atomic.Int32
-		var wg sync.WaitGroup
-		b.ReportAllocs()
-		b.ResetTimer()
-		start := time.Now()
-		for w := range handoffWorkers {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), handoffPatience)
-				defer cancel()
-				for left.Add(-1) >= 0 {
-					t0 := time.Now()
-					var h Held
-					var err error
-					for h == nil {
-						if h, err = c.Acquire(ctx, key, true); err != nil && (!errors.Is(err, ErrBusy) || ctx.Err() != nil) {
-							b.Errorf("worker %d: %v", w, err)
-							return
-						}
-					}
-					waits[w] = append(waits[w], time.Since(t0))
-					if inside.Add(1) != 1 {
-						b.Errorf("two holders at once")
-					}
-					time.Sleep(handoffHold)
-					inside.Add(-1)
-					if err := h.Unlock(context.Background()); err != nil {
-						b.Errorf("worker %d: unlock: %v", w, err)
-					}
-					counts[w]++
-				}
-			})
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		b.StopTimer()
-		all := slices.Concat(waits...)
-		all.report(b, "wait-ms", time.Millisecond)
-		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-		lo, hi := slices.Min(counts), slices.Max(counts)
-		b.ReportMetric(float64(lo), "min-acq")
-		b.ReportMetric(float64(hi), "max-acq")
-		if hi > 0 {
-			b.ReportMetric(float64(lo)/float64(hi), "fairness")
-		}
-	})
-}
+// BenchmarkHandoff and BenchmarkHandoffProcs are in handoff_test.go.

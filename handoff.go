@@ -1,0 +1,268 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Hand-off within a locker: Unlock gives the key to the next waiter.
+//
+// Without it, a hand-off between two goroutines of one process costs a
+// release round, the release's announcement travelling back from the
+// nodes (notify.go), the waiter waking, and its acquire round: two round
+// trips and a wake-up, with the key free in between for anyone's timer
+// to grab out of turn. When every node is a Transferrer and the
+// locker's first waiter in line for the key (line.go) waits for a plain
+// Lock of it, Unlock instead runs one transfer round: on each node,
+// transfer.lua swaps our token for a fresh one of the waiter's, with the
+// waiter's TTL, only if the key still holds ours. The waiter wakes with
+// the lock in hand: one round trip, and the key never free.
+//
+// Validity. The new lock is valid until start + TTL − drift, where start
+// is read before the transfer round is sent, and only if a quorum
+// transferred and the round ended before that: each node that transferred
+// set the key with a TTL at some moment after start, so it keeps the
+// waiter's token until start + TTL on its clock at the earliest, as for an
+// acquisition (attempt.go). A node that did not transfer held someone
+// else's key, or none, or did not answer. Exclusion: the old holder's
+// critical section ended when it called Unlock, before the round; while
+// a quorum holds the new token, no one else can gather one.
+//
+// A transfer that falls short (too few nodes, validity gone) is undone as
+// a failed acquisition is: our own key is released on every node and the
+// new token on every node that took it or may have (both announced), and
+// the waiter, never told, is woken by those announcements as after any
+// release. A waiter whose Lock call ended while a transfer to it was
+// under way (cancelled, timed out) never gets the lock: it is released,
+// announced, by whichever side sees the other gone.
+//
+// Fairness. Transfers only pass the key among one locker's waiters, who
+// take turns in arrival order; waiters of other lockers (other processes)
+// only see the key released. So after handoffChain transfers in a row the
+// next Unlock releases instead, and the key goes to whoever wins it,
+// waiters of this locker included.
+//
+// Not transferred: locks whose Unlock comes after their validity, fenced
+// locks (the next holder needs a fencing token of its own, which only an
+// acquisition issues), sets (LockMany), reader and writer shares, and
+// semaphore permits; and waiters of any of those.
+
+// handoffChain bounds consecutive transfers of a key within one locker;
+// see above.
+const handoffChain = 8
+
+// transferSlot is where an Unlock of the waiter's locker leaves the lock
+// it handed to the waiter. The waiter's wakeup carries it while in line.
+type transferSlot struct {
+	s    scope  // the waiter's: its TTL, drift allowance and token suffix
+	wake func() // the waiter's wake-up
+
+	mu   sync.Mutex
+	busy bool  // an Unlock is transferring to the waiter
+	gone bool  // the waiter's Lock call is over: nothing is handed to it any more
+	got  *Lock // handed over, not taken yet
+}
+
+// transferable reports whether a lock of s can be handed over by a
+// transfer round: a plain lock on one key, without fencing, with
+// hand-off on, every node a Transferrer.
+func (s scope) transferable() bool {
+	if s.what != target(oneKey{}) || s.keys != nil || s.cfg.fencing || s.cfg.noHandoff {
+		return false
+	}
+	for _, b := range s.nodes {
+		if _, ok := b.(Transferrer); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// claim returns the slot of the first waiter in line for key, marked
+// busy, if it takes transfers and none is under way or waiting to be
+// taken; otherwise nil.
+func (ls *lines) claim(key string) *transferSlot {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.m[key]
+	if l == nil {
+		return nil
+	}
+	t := l.waiters[0].transfer
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy || t.gone || t.got != nil {
+		return nil
+	}
+	t.busy = true
+	return t
+}
+
+// deliver ends the transfer under way: it leaves lock (nil when the
+// transfer failed) for the waiter and wakes it. It reports false when the
+// waiter is gone; the caller must then let go of lock.
+func (t *transferSlot) deliver(lock *Lock) bool {
+	t.mu.Lock()
+	t.busy = false
+	if t.gone {
+		t.mu.Unlock()
+		return false
+	}
+	t.got = lock
+	t.mu.Unlock()
+	if lock != nil {
+		t.wake()
+	}
+	return true
+}
+
+// take returns the lock handed to the waiter, if any, once.
+func (t *transferSlot) take() *Lock {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.got
+	t.got = nil
+	return l
+}
+
+// abandon marks the waiter gone and returns a lock handed to it and not
+// taken, which the caller must let go of.
+func (t *transferSlot) abandon() *Lock {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gone = true
+	l := t.got
+	t.got = nil
+	return l
+}
+
+// transferred returns the lock an Unlock handed to w, if any, while w's
+// call is still on.
+func (w *waiter) transferred() *Lock {
+	if w.wake == nil || w.wake.transfer == nil || w.ctx.Err() != nil {
+		return nil
+	}
+	l := w.wake.transfer.take()
+	if l != nil {
+		// Spend the wake-up that came with it: left pending, leaving the
+		// line would pass it on, and the next waiter would attempt on a
+		// key that we now hold.
+		select {
+		case <-w.wake.ch:
+		default:
+		}
+	}
+	return l
+}
+
+// dropTransfer ends w's taking of transfers, once it has left its line;
+// a lock handed to it meanwhile is released.
+func (w *waiter) dropTransfer() {
+	if w.wake == nil || w.wake.transfer == nil {
+		return
+	}
+	if l := w.wake.transfer.abandon(); l != nil {
+		l.scope().releaseAll(w.ctx, l.token)
+	}
+}
+
+// markHeld records in w's line that w took lock (line.held): a plain lock
+// on one key, which excludes every other taker of the key. (A reader's
+// share would not exclude another reader.)
+func (w *waiter) markHeld(lock *Lock) {
+	if lock != nil && w.wake != nil && w.what == target(oneKey{}) && w.keys == nil {
+		w.cfg.lines.held(w.key, lock.token, lock.until)
+	}
+}
+
+// heldHere reports whether a lock of w's locker that a waiter in line
+// took is still valid: an attempt would be refused (line.heldUntil).
+func (w *waiter) heldHere() (time.Time, bool) {
+	if w.wake == nil {
+		return time.Time{}, false
+	}
+	until := w.cfg.lines.heldUntil(w.key)
+	return until, w.cfg.clock.Now().Before(until)
+}
+
+// letGo is Unlock's round: a transfer to the locker's first waiter for
+// the key when one can take it (see above), a release otherwise.
+//
+// The line keeps the lock as its holder (line.heldUntil) while a transfer
+// is under way, and the new lock once it succeeded: the key is held all
+// along, and the other waiters need not ask the nodes.
+func (l *Lock) letGo(ctx context.Context, until time.Time) error {
+	var t *transferSlot
+	if l.chain < handoffChain && l.slot == -1 && l.scope().transferable() && l.cfg.clock.Now().Before(until) {
+		t = l.cfg.lines.claim(l.key)
+	}
+	if t == nil {
+		l.cfg.lines.unheld(l.key, l.token)
+		return l.release(ctx, until)
+	}
+	return l.transfer(ctx, until, t)
+}
+
+// transfer hands the lock over to t's waiter, or, failing that, undoes
+// the transfer and releases the lock (see above). Its rounds run on a
+// context detached from ctx's cancellation, each bounded by the per-node
+// timeout, as releases do.
+func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) error {
+	s, ws := l.scope(), t.s
+	ttl, drift, clock := ws.cfg.ttl, ws.cfg.drift(), ws.cfg.clock
+	token := newToken() + ws.cfg.tokenSuffix
+	start := clock.Now()
+	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
+		return b.(Transferrer).Transfer(ctx, l.key, l.token, token, ttl)
+	})
+	left := validity(ttl, clock.Now().Sub(start), drift)
+	if r.granted >= quorum(len(l.nodes)) && left > 0 {
+		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: *ws.cfg, acquired: start,
+			until: start.Add(ttl - drift), lost: make(chan struct{}), chain: l.chain + 1}
+		l.cfg.lines.held(l.key, token, next.until)
+		if !t.deliver(next) {
+			l.cfg.lines.unheld(l.key, token)
+			next.scope().releaseAll(ctx, token) // the waiter is gone
+		}
+		if late := l.cfg.clock.Now().Sub(until); late > 0 {
+			return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
+		}
+		return nil
+	}
+	l.cfg.lines.unheld(l.key, l.token)
+	t.deliver(nil)
+	// Ours first: a transfer still in flight to a node finds our key gone
+	// there and does nothing; one that landed is undone next.
+	rr := s.releaseAll(ctx, l.token)
+	var undo []Backend
+	for i, err := range r.errs {
+		if err != ErrNotHeld {
+			undo = append(undo, l.nodes[i])
+		}
+	}
+	if len(undo) > 0 {
+		s.on(undo).releaseAll(ctx, token)
+	}
+	// Our key is gone from a node that transferred it or released it.
+	gone := round{nodes: l.nodes, errs: rr.errs}
+	for i := range l.nodes {
+		if r.errs[i] == nil {
+			gone.errs[i] = nil
+		}
+		if gone.errs[i] == nil {
+			gone.granted++
+		}
+	}
+	if late := l.cfg.clock.Now().Sub(until); late > 0 {
+		return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
+	}
+	if gone.granted < quorum(len(l.nodes)) {
+		return gone.quorumError("release", l.key, 0)
+	}
+	return nil
+}

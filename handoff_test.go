@@ -1,0 +1,268 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/exclusion"
+	"github.com/quorumlock/redlock/internal/fakenode"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// transferNodes starts n redis-servers and returns a Redlock over fake
+// nodes wrapping them (Transferrer and Notifier passed through), and the
+// fakes. Waiters retry after a second only: what they get sooner, they
+// get from a hand-off.
+func transferNodes(t *testing.T, n int, opts ...redlock.Option) (*redlock.Redlock, []*fakenode.Node) {
+	t.Helper()
+	c := redistest.Start(t, n)
+	bs := make([]redlock.Backend, n)
+	for i, addr := range c.Addrs() {
+		bs[i] = node(t, redistest.Client(t, addr))
+	}
+	wrapped, ns := fakenode.WrapAll(bs)
+	opts = append([]redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Retry(5, time.Second))}, opts...)
+	rl, err := redlock.New(wrapped, opts...)
+	require.NoError(t, err)
+	return rl, ns
+}
+
+// waitFor starts a Lock of key on rl and returns once it stands in line.
+func waitFor(t *testing.T, ctx context.Context, rl *redlock.Redlock, key string) <-chan lockResult {
+	t.Helper()
+	ch := make(chan lockResult, 1)
+	before := redlock.InLine(rl, key)
+	go func() {
+		l, err := rl.Lock(ctx, key)
+		ch <- lockResult{l, err}
+	}()
+	testwait.Until(t, "the waiter stands in line", func() bool { return redlock.InLine(rl, key) > before })
+	return ch
+}
+
+type lockResult struct {
+	l   *redlock.Lock
+	err error
+}
+
+func calls(ns []*fakenode.Node, op fakenode.Op) int {
+	n := 0
+	for _, f := range ns {
+		n += f.Calls(op)
+	}
+	return n
+}
+
+// free reports whether key is free on every node: a Reject Lock on each
+// node alone succeeds.
+func free(t *testing.T, ns []*fakenode.Node, key string) bool {
+	t.Helper()
+	for _, f := range ns {
+		ok, err := f.Acquire(t.Context(), key, "probe", time.Second)
+		require.NoError(t, err)
+		if !ok {
+			return false
+		}
+		_, err = f.Release(t.Context(), key, "probe", false)
+		require.NoError(t, err)
+	}
+	return true
+}
+
+// Unlock hands the key to the locker's first waiter in one transfer
+// round: no release, no new acquisition, and the waiter holds a token of
+// its own.
+func TestTransferHandsTheKeyToTheNextWaiter(t *testing.T) {
+	rl, ns := transferNodes(t, 3)
+	key := "transfer:next"
+	held, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+	got := waitFor(t, t.Context(), rl, key)
+	// Its first attempt, and the one right after subscribing.
+	testwait.Until(t, "the waiter's two attempts", func() bool { return calls(ns, fakenode.Acquire) == 3+2*3 })
+	acquires, releases := calls(ns, fakenode.Acquire), calls(ns, fakenode.Release)
+	require.NoError(t, held.Unlock(t.Context()))
+	r := <-got
+	require.NoError(t, r.err)
+	assert.NotEqual(t, held.Token(), r.l.Token())
+	assert.Equal(t, 3, calls(ns, fakenode.Transfer), "one transfer per node")
+	assert.Equal(t, acquires, calls(ns, fakenode.Acquire), "the waiter made no attempt of its own")
+	assert.Equal(t, releases, calls(ns, fakenode.Release), "nothing was released")
+	assert.True(t, time.Until(r.l.Until()) > 4*time.Second, "valid for the TTL from the transfer, less drift")
+	assert.False(t, free(t, ns, key))
+	assert.ErrorIs(t, held.Extend(t.Context(), 5*time.Second), redlock.ErrNotHeld, "the old token holds nothing")
+	require.NoError(t, r.l.Unlock(t.Context()))
+	assert.True(t, free(t, ns, key), "the last holder released the key")
+}
+
+// A transfer that reaches too few nodes is undone: the new token is
+// released wherever it may have landed, ours everywhere, and the waiter
+// takes the key with an acquisition of its own after the announcement.
+func TestTransferShortOfAQuorumIsUndone(t *testing.T) {
+	rl, ns := transferNodes(t, 3)
+	ns[0].SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+		if c.Op == fakenode.Transfer {
+			c.Send(ctx) // landed, reply lost
+			return fakenode.Result{Err: fakenode.ErrInjected}
+		}
+		return c.Send(ctx)
+	})
+	ns[1].SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+		if c.Op == fakenode.Transfer {
+			return fakenode.Result{Err: fakenode.ErrInjected} // never sent
+		}
+		return c.Send(ctx)
+	})
+	key := "transfer:short"
+	held, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+	got := waitFor(t, t.Context(), rl, key)
+	require.NoError(t, held.Unlock(t.Context()), "our key left every node: transferred and undone, or released")
+	r := <-got
+	require.NoError(t, r.err)
+	assert.Positive(t, calls(ns, fakenode.Acquire), "the waiter acquired")
+	require.NoError(t, r.l.Unlock(t.Context()))
+	assert.True(t, free(t, ns, key), "nothing left behind")
+}
+
+// A waiter whose Lock call ends while a transfer to it is under way never
+// holds the key: the transferred lock is released, and the key is free.
+func TestTransferToAWaiterThatLeft(t *testing.T) {
+	rl, ns := transferNodes(t, 3)
+	proceed := make(chan struct{})
+	for _, f := range ns {
+		f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+			if c.Op == fakenode.Transfer {
+				<-proceed
+				return c.Send(context.WithoutCancel(ctx)) // late, but it lands
+			}
+			return c.Send(ctx)
+		})
+	}
+	key := "transfer:left"
+	held, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	got := waitFor(t, ctx, rl, key)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- held.Unlock(t.Context()) }()
+	testwait.Until(t, "the transfer is under way", func() bool { return calls(ns, fakenode.Transfer) == 3 })
+	cancel()
+	r := <-got
+	assert.ErrorIs(t, r.err, context.Canceled)
+	assert.Nil(t, r.l)
+	close(proceed)
+	require.NoError(t, <-unlocked)
+	assert.True(t, free(t, ns, key), "the lock handed to nobody was released")
+}
+
+// Goroutines of one locker taking turns: never two holders, every
+// hand-off transfers or releases, and after handoffChain transfers in a
+// row a release gives other lockers their chance.
+func TestTransferTakesTurns(t *testing.T) {
+	rl, ns := transferNodes(t, 3, redlock.WithStrategy(redlock.Retry(1000, 2*time.Millisecond)))
+	const workers, rounds = 4, 25
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				l, err := rl.Lock(t.Context(), "transfer:turns")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) != 1 {
+					errs <- errors.New("two holders at once")
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if err := l.Unlock(t.Context()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	transfers := calls(ns, fakenode.Transfer) / 3
+	assert.Positive(t, transfers, "hand-offs transferred")
+	assert.Positive(t, calls(ns, fakenode.Release), "the chain of transfers is bounded")
+	assert.True(t, free(t, ns, "transfer:turns"))
+}
+
+// Goroutines of one locker taking turns while each node, at random, loses
+// replies (the command ran), fails calls (it did not run) or delivers
+// them late (after the caller gave up): transfers that fall short, land
+// late or are undone must never let two holders in at once.
+func TestTransferUnderFaults(t *testing.T) {
+	rl, ns := transferNodes(t, 3, redlock.WithTTL(300*time.Millisecond), redlock.WithNodeTimeout(30*time.Millisecond),
+		redlock.WithStrategy(redlock.Retry(100, 5*time.Millisecond)))
+	var late sync.WaitGroup
+	defer late.Wait()
+	var mu sync.Mutex
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("fault seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 14))
+	for _, f := range ns {
+		f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+			mu.Lock()
+			p := rng.IntN(100)
+			mu.Unlock()
+			switch {
+			case p < 8: // lost reply
+				c.Send(ctx)
+				return fakenode.Result{Err: fakenode.ErrInjected}
+			case p < 12: // never sent
+				return fakenode.Result{Err: fakenode.ErrInjected}
+			case p < 16: // delivered after the caller gave up
+				late.Go(func() {
+					time.Sleep(40 * time.Millisecond)
+					c.Send(context.Background())
+				})
+				return fakenode.Result{Err: fakenode.ErrInjected}
+			}
+			return c.Send(ctx)
+		})
+	}
+	chk := exclusion.New()
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(stop); n++ {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				l, err := rl.Lock(ctx, "transfer:faults")
+				if err != nil {
+					cancel()
+					chk.Fail(exclusion.Other, err)
+					continue
+				}
+				in := chk.Enter("transfer:faults", fmt.Sprintf("g%d#%d", g, n), l.Until())
+				time.Sleep(time.Millisecond)
+				in.Exit()
+				_ = l.Unlock(ctx) // may fail under faults; exclusion is what counts
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Empty(t, chk.Overlaps())
+	assert.Positive(t, calls(ns, fakenode.Transfer), "hand-offs transferred")
+	t.Log(len(chk.Sections()), "sections,", calls(ns, fakenode.Transfer)/3, "transfer rounds")
+}
