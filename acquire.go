@@ -179,7 +179,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		return nil, err
 	}
 	w.attempts++
-	token := newToken() + w.cfg.tokenSuffix
+	token := newToken(w.cfg.tokenSuffix)
 	if w.wake != nil {
 		w.wake.begin(token)
 	}

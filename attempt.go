@@ -2,9 +2,10 @@ package redlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // waiter is one Lock call: its attempts (this file), the waiting between
@@ -31,8 +32,28 @@ type waiter struct {
 	gate      int // the hand-off gate for woken attempts (gate.go), or -1
 }
 
-// newToken draws the random value one attempt stores under the key.
-func newToken() string { return uuid.NewString() }
+// newToken draws the random value one attempt stores under the key, a
+// UUID v4 (tokenRandomLen bytes: 122 random bits from crypto/rand),
+// followed by suffix. It is built in one allocation, where
+// uuid.NewString and a concatenation made two or three.
+func newToken(suffix string) string {
+	var u [16]byte
+	rand.Read(u[:])         // never fails (it crashes the program if it cannot read)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	var buf [tokenRandomLen]byte
+	hex.Encode(buf[0:8], u[0:4])
+	hex.Encode(buf[9:13], u[4:6])
+	hex.Encode(buf[14:18], u[6:8])
+	hex.Encode(buf[19:23], u[8:10])
+	hex.Encode(buf[24:], u[10:])
+	buf[8], buf[13], buf[18], buf[23] = '-', '-', '-', '-'
+	var b strings.Builder
+	b.Grow(tokenRandomLen + len(suffix))
+	b.Write(buf[:])
+	b.WriteString(suffix)
+	return b.String()
+}
 
 // attempt tries once on every node with token: quorum and positive
 // validity grant the lock. Anything less is rolled back at once (see

@@ -7,6 +7,7 @@ var (
 	GateFor            = gateFor
 	DefaultTTL         = defaultTTL
 	DefaultDriftFactor = defaultDriftFactor
+	NewToken           = newToken
 )
 
 // InLine counts l's waiters in line for key.
