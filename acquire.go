@@ -20,11 +20,11 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 	if err := checkKey(l.nodes, key); err != nil {
 		return scope{}, err
 	}
-	cfg := l.cfg.with(opts)
+	cfg := l.cfg.forCall(opts)
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
 	}
-	return scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: &cfg}, cfg.validateNodes(l.nodes)
+	return scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}, cfg.validateNodes(l.nodes)
 }
 
 // acquire is the strategy engine shared by Single and Redlock: attempt,

@@ -178,6 +178,24 @@ func (c config) with(opts []Option) config {
 	return c
 }
 
+// forCall is the configuration of one call given opts: c itself when
+// there are none (a call's configuration is never written to, so the
+// locker's is shared), else a copy with opts applied, made in one
+// allocation where with and taking the result's address make two.
+func (c *config) forCall(opts []Option) *config {
+	if len(opts) == 0 {
+		return c
+	}
+	cc := new(config)
+	*cc = *c
+	for _, o := range opts {
+		if o != nil {
+			o(cc)
+		}
+	}
+	return cc
+}
+
 // drift is the clock-drift allowance for the configured TTL.
 func (c *config) drift() time.Duration { return driftFor(c.ttl, c.driftFactor) }
 
