@@ -25,7 +25,7 @@ type Lock struct {
 	mu       sync.Mutex
 	until    time.Time
 	released bool
-	lost     chan struct{} // closed by loss or Unlock, whichever comes first
+	lost     chan struct{} // closed by loss or Unlock, whichever comes first; made by the first Lost
 	cause    error         // why the lock was lost; nil while held or after a plain Unlock
 	expiry   *time.Timer   // closes lost when validity runs out (Lost without a heartbeat)
 	renewal  *renewal      // the heartbeat, while one runs
@@ -107,11 +107,25 @@ func (l *Lock) Until() time.Time {
 func (l *Lock) Lost() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lost == nil {
+		if l.released || l.cause != nil {
+			return closedLost // over before anyone asked
+		}
+		l.lost = make(chan struct{})
+	}
 	if l.renewal == nil && l.expiry == nil && !l.released && l.cause == nil {
 		l.expiry = time.AfterFunc(l.until.Sub(l.cfg.clock.Now()), l.expired)
 	}
 	return l.lost
 }
+
+// closedLost is the Lost channel of a lock that was released or lost before
+// Lost was first called: a lock nobody watches makes no channel.
+var closedLost = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // expired runs when Lost's timer fires: the lock is lost if validity has
 // really run out, otherwise (Extend moved Until) the timer is re-armed.
@@ -139,7 +153,9 @@ func (l *Lock) lose(cause error) {
 		return
 	}
 	l.cause = cause
-	close(l.lost)
+	if l.lost != nil {
+		close(l.lost)
+	}
 	hook := l.onLost
 	l.mu.Unlock()
 	if hook != nil {
@@ -181,7 +197,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		if l.expiry != nil {
 			l.expiry.Stop()
 		}
-		if l.cause == nil {
+		if l.cause == nil && l.lost != nil {
 			close(l.lost)
 		}
 	}
