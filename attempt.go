@@ -163,7 +163,7 @@ func (w *waiter) rollback(token string, r round) {
 		undo[j] = w.nodes[lo.node]
 	}
 	announce := !w.cfg.noHandoff
-	rr := w.on(undo).fanOut(context.WithoutCancel(w.ctx), "release", ErrNotHeld,
+	rr := w.on(undo).fanOut(detached(w.ctx), "release", ErrNotHeld,
 		func(ctx context.Context, j int, b Backend) (bool, error) {
 			return w.what.release(ctx, w.scope, b, w.leftovers[j].token, announce)
 		})

@@ -210,6 +210,19 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return err
 }
 
+// detached returns ctx without its cancellation and deadline, for the
+// rounds that let go (Unlock, rollback): ctx itself when it has neither
+// (context.Background, or values on it), which saves WithoutCancel's
+// allocation.
+func detached(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
+}
+
 func (l *Lock) release(ctx context.Context, until time.Time) error {
 	r := l.scope().releaseAll(ctx, l.token)
 	if late := l.cfg.clock.Now().Sub(until); late > 0 {

@@ -101,7 +101,7 @@ func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 // lock) but is bounded by the per-node timeout.
 func (s scope) releaseAll(ctx context.Context, token string) round {
 	announce := !s.cfg.noHandoff
-	return s.fanOut(context.WithoutCancel(ctx), "release", ErrNotHeld,
+	return s.fanOut(detached(ctx), "release", ErrNotHeld,
 		func(ctx context.Context, _ int, b Backend) (bool, error) {
 			return s.what.release(ctx, s, b, token, announce)
 		})
