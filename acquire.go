@@ -70,7 +70,7 @@ func (w *waiter) run() (*Lock, error) {
 		// Others of this locker wait for the key: stand in line behind
 		// them. The first attempt comes on our turn, or when the first
 		// backoff delay runs out at the latest.
-		err = fmt.Errorf("%w: %q: in line behind this locker's waiters", ErrNotAcquired, w.key)
+		err = &inLine{key: w.key}
 	} else if lock, e := w.try(false); e == nil {
 		return lock, nil
 	} else {
@@ -237,7 +237,7 @@ func spread(ctx context.Context, nodes int) bool {
 // the result matches ErrNotAcquired, the context's error, and whatever the
 // last attempt matched.
 func cancelled(ctx context.Context, last error) error {
-	return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotAcquired, context.Cause(ctx), last)
+	return &cancelledWaiting{errs: [3]error{ErrNotAcquired, context.Cause(ctx), last}}
 }
 
 // exhausted is the error after the strategy gave up. Contention becomes
@@ -247,9 +247,9 @@ func exhausted(retries, attempts int, last error) error {
 		return last
 	}
 	if errors.Is(last, ErrNotAcquired) { // held, not unavailable
-		return fmt.Errorf("%w after %d attempts: %w", ErrTimeout, attempts, last)
+		return &timedOut{attempts: attempts, errs: [2]error{ErrTimeout, last}}
 	}
-	return fmt.Errorf("redlock: gave up after %d attempts: %w", attempts, last)
+	return &gaveUp{attempts: attempts, last: last}
 }
 
 // checkKey asks the nodes that are KeyCheckers whether they can hold key.

@@ -28,7 +28,7 @@ func TestNewToken(t *testing.T) {
 		seen[random] = true
 	}
 	assert.Len(t, redlock.NewToken(""), 36)
-	if raceEnabled {
+	if redlock.RaceEnabled {
 		return // the race detector allocates on its own
 	}
 	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = redlock.NewToken("") }))

@@ -1,5 +1,5 @@
 //go:build !race
 
-package redlock_test
+package redlock
 
 const raceEnabled = false

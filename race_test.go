@@ -1,6 +1,6 @@
 //go:build race
 
-package redlock_test
+package redlock
 
 // raceEnabled: the test binary runs under the race detector, which
 // changes what allocates (escape analysis and the runtime's own
