@@ -69,11 +69,12 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 	if cfg.fencing {
 		counters = make([]int64, len(w.nodes)*k)
 	}
+	s := w.scope // captured by value, not w: the waiter stays on Lock's stack
 	call := func(ctx context.Context, i int, b Backend) (bool, error) {
 		if counters == nil {
-			return w.what.acquire(ctx, w.scope, b, token)
+			return s.what.acquire(ctx, s, b, token)
 		}
-		return w.what.acquireFenced(ctx, w.scope, b, token, counters[i*k:(i+1)*k])
+		return s.what.acquireFenced(ctx, s, b, token, counters[i*k:(i+1)*k])
 	}
 	r, refused := w.round(call, gated)
 	if refused != nil {
@@ -162,10 +163,10 @@ func (w *waiter) rollback(token string, r round) {
 	for j, lo := range w.leftovers {
 		undo[j] = w.nodes[lo.node]
 	}
-	announce := !w.cfg.noHandoff
-	rr := w.on(undo).fanOut(detached(w.ctx), "release", ErrNotHeld,
+	s, leftovers, announce := w.scope, w.leftovers, !w.cfg.noHandoff // not w: see attempt
+	rr := s.on(undo).fanOut(detached(w.ctx), "release", ErrNotHeld,
 		func(ctx context.Context, j int, b Backend) (bool, error) {
-			return w.what.release(ctx, w.scope, b, w.leftovers[j].token, announce)
+			return s.what.release(ctx, s, b, leftovers[j].token, announce)
 		})
 	unanswered := w.leftovers[:0]
 	for j, err := range rr.errs {
