@@ -31,16 +31,16 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 // and on contention or unavailability ask the strategy whether and how
 // long to wait before the next attempt.
 func acquire(ctx context.Context, s scope) (*Lock, error) {
-	start := s.cfg.clock.Now()
+	start := s.cfg.eventStart()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
 	w.stopWatching()
 	return s.settle(ctx, start, w.attempts, lock, err)
 }
 
-// settle ends an acquisition that started at start and made attempts:
-// it refuses a lock whose validity is already over and reports
-// EventAcquire on s.key (the granted lock's key, if any).
+// settle ends an acquisition that started at start (cfg.eventStart) and
+// made attempts: it refuses a lock whose validity is already over and
+// reports EventAcquire on s.key (the granted lock's key, if any).
 func (s scope) settle(ctx context.Context, start time.Time, attempts int, lock *Lock, err error) (*Lock, error) {
 	cfg, key := s.cfg, s.key
 	if lock != nil && !cfg.clock.Now().Before(lock.until) {
@@ -48,6 +48,9 @@ func (s scope) settle(ctx context.Context, start time.Time, attempts int, lock *
 		// process was descheduled between the grant and here).
 		_ = lock.Unlock(ctx)
 		lock, err = nil, fmt.Errorf("%w: %q: validity ran out before Lock returned", ErrNotAcquired, key)
+	}
+	if cfg.observer == nil {
+		return lock, err
 	}
 	if lock != nil {
 		key = lock.key
@@ -183,13 +186,13 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	if w.wake != nil {
 		w.wake.begin(token)
 	}
-	start := w.cfg.clock.Now()
+	start := w.cfg.eventStart()
 	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
 	w.last = outcome
 	if w.wake != nil {
 		w.wake.end(outcome)
 	}
-	if err != nil {
+	if err != nil && w.cfg.observer != nil {
 		w.cfg.observe(Event{Kind: EventContention, Key: w.key, Attempt: w.attempts, Duration: w.cfg.clock.Now().Sub(start), Err: err})
 	}
 	return lock, err

@@ -206,7 +206,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
 	}
 	err := l.release(ctx, until)
-	l.cfg.observe(Event{Kind: EventRelease, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: err})
+	if l.cfg.observer != nil {
+		l.cfg.observe(Event{Kind: EventRelease, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: err})
+	}
 	return err
 }
 
@@ -254,7 +256,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	clock := l.cfg.clock
 	start := clock.Now()
 	err := l.extend(ctx, ttl, start)
-	l.cfg.observe(Event{Kind: EventExtend, Key: l.key, Duration: clock.Now().Sub(start), Err: err})
+	if l.cfg.observer != nil {
+		l.cfg.observe(Event{Kind: EventExtend, Key: l.key, Duration: clock.Now().Sub(start), Err: err})
+	}
 	return err
 }
 

@@ -279,6 +279,16 @@ func checkNodes(nodes []Backend) error {
 	return nil
 }
 
+// eventStart reads the clock for the start of an operation whose
+// Duration only an observer reads: without one it returns the zero time
+// and the caller skips the event, so the clock is not read for nothing.
+func (c *config) eventStart() time.Time {
+	if c.observer == nil {
+		return time.Time{}
+	}
+	return c.clock.Now()
+}
+
 // observe reports e when an observer is set.
 func (c *config) observe(e Event) {
 	if c.observer != nil {
