@@ -22,6 +22,18 @@ func TestDetached(t *testing.T) {
 	cancel()
 	tctx, stop := context.WithTimeout(vctx, time.Hour)
 	defer stop()
+	if !raceEnabled {
+		var sink context.Context
+		if n := testing.AllocsPerRun(100, func() { sink = detached(vctx) }); n != 0 {
+			t.Errorf("detaching a context that is never cancelled: %v allocations, want 0", n)
+		}
+		fresh, stop := context.WithTimeout(bg, time.Hour) // nobody asked for its Done channel
+		defer stop()
+		if n := testing.AllocsPerRun(100, func() { sink = detached(fresh) }); n != 1 {
+			t.Errorf("detaching a context with a deadline: %v allocations, want 1 (WithoutCancel)", n)
+		}
+		_ = sink
+	}
 	for name, ctx := range map[string]context.Context{"cancelled": cctx, "with a deadline": tctx} {
 		d := detached(ctx)
 		if d.Done() != nil || d.Err() != nil {

@@ -215,12 +215,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // detached returns ctx without its cancellation and deadline, for the
 // rounds that let go (Unlock, rollback): ctx itself when it has neither
 // (context.Background, or values on it), which saves WithoutCancel's
-// allocation.
+// allocation. The deadline is asked first: Done makes a context's
+// channel if nobody asked for it yet (a Lock on the same context did).
 func detached(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
-		if _, ok := ctx.Deadline(); !ok {
-			return ctx
-		}
+	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
+		return ctx
 	}
 	return context.WithoutCancel(ctx)
 }
