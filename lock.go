@@ -19,7 +19,7 @@ type Lock struct {
 	fences   []int64 // one per key, with WithFencing; nil without
 	slot     int     // the semaphore slot it holds, or -1
 	nodes    []Backend
-	cfg      config
+	cfg      *config   // the call's, never written to (often its locker's)
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
 
 	mu       sync.Mutex
@@ -34,7 +34,7 @@ type Lock struct {
 
 // scope is the lock's key, nodes and configuration, for its rounds.
 func (l *Lock) scope() scope {
-	return scope{key: l.key, keys: l.keys, what: l.what, nodes: l.nodes, cfg: &l.cfg}
+	return scope{key: l.key, keys: l.keys, what: l.what, nodes: l.nodes, cfg: l.cfg}
 }
 
 // Key returns the locked key. For a lock on several keys (LockMany) it is
