@@ -20,18 +20,18 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 	if err := checkKey(l.nodes, key); err != nil {
 		return scope{}, err
 	}
-	cfg := l.cfg.with(opts)
+	cfg := l.cfg.forCall(opts)
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
 	}
-	return scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: &cfg}, cfg.validateNodes(l.nodes)
+	return scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}, cfg.validateNodes(l.nodes)
 }
 
 // acquire is the strategy engine shared by Single and Redlock: attempt,
 // and on contention or unavailability ask the strategy whether and how
 // long to wait before the next attempt.
 func acquire(ctx context.Context, s scope) (*Lock, error) {
-	start := s.cfg.clock.Now()
+	start := s.cfg.eventStart()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
 	w.markHeld(lock)
@@ -39,9 +39,9 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	return s.settle(ctx, start, w.attempts, lock, err)
 }
 
-// settle ends an acquisition that started at start and made attempts:
-// it refuses a lock whose validity is already over and reports
-// EventAcquire on s.key (the granted lock's key, if any).
+// settle ends an acquisition that started at start (cfg.eventStart) and
+// made attempts: it refuses a lock whose validity is already over and
+// reports EventAcquire on s.key (the granted lock's key, if any).
 func (s scope) settle(ctx context.Context, start time.Time, attempts int, lock *Lock, err error) (*Lock, error) {
 	cfg, key := s.cfg, s.key
 	if lock != nil && !cfg.clock.Now().Before(lock.until) {
@@ -49,6 +49,9 @@ func (s scope) settle(ctx context.Context, start time.Time, attempts int, lock *
 		// process was descheduled between the grant and here).
 		_ = lock.Unlock(ctx)
 		lock, err = nil, fmt.Errorf("%w: %q: validity ran out before Lock returned", ErrNotAcquired, key)
+	}
+	if cfg.observer == nil {
+		return lock, err
 	}
 	if lock != nil {
 		key = lock.key
@@ -71,7 +74,7 @@ func (w *waiter) run() (*Lock, error) {
 		// Others of this locker wait for the key: stand in line behind
 		// them. The first attempt comes on our turn, or when the first
 		// backoff delay runs out at the latest.
-		err = fmt.Errorf("%w: %q: in line behind this locker's waiters", ErrNotAcquired, w.key)
+		err = &inLine{key: w.key}
 	} else if lock, e := w.try(false); e == nil {
 		return lock, nil
 	} else {
@@ -194,17 +197,17 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		// Held by this locker: the nodes would refuse (line.heldUntil).
 		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
 	}
-	token := newToken() + w.cfg.tokenSuffix
+	token := newToken(w.cfg.tokenSuffix)
 	if w.wake != nil {
 		w.wake.begin(token)
 	}
-	start := w.cfg.clock.Now()
+	start := w.cfg.eventStart()
 	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
 	w.last = outcome
 	if w.wake != nil {
 		w.wake.end(outcome)
 	}
-	if err != nil {
+	if err != nil && w.cfg.observer != nil {
 		w.cfg.observe(Event{Kind: EventContention, Key: w.key, Attempt: w.attempts, Duration: w.cfg.clock.Now().Sub(start), Err: err})
 	}
 	return lock, err
@@ -252,7 +255,7 @@ func spread(ctx context.Context, nodes int) bool {
 // the result matches ErrNotAcquired, the context's error, and whatever the
 // last attempt matched.
 func cancelled(ctx context.Context, last error) error {
-	return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotAcquired, context.Cause(ctx), last)
+	return &cancelledWaiting{errs: [3]error{ErrNotAcquired, context.Cause(ctx), last}}
 }
 
 // exhausted is the error after the strategy gave up. Contention becomes
@@ -262,9 +265,9 @@ func exhausted(retries, attempts int, last error) error {
 		return last
 	}
 	if errors.Is(last, ErrNotAcquired) { // held, not unavailable
-		return fmt.Errorf("%w after %d attempts: %w", ErrTimeout, attempts, last)
+		return &timedOut{attempts: attempts, errs: [2]error{ErrTimeout, last}}
 	}
-	return fmt.Errorf("redlock: gave up after %d attempts: %w", attempts, last)
+	return &gaveUp{attempts: attempts, last: last}
 }
 
 // checkKey asks the nodes that are KeyCheckers whether they can hold key.

@@ -2,9 +2,10 @@ package redlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // waiter is one Lock call: its attempts (this file), the waiting between
@@ -31,8 +32,28 @@ type waiter struct {
 	gate      int // the hand-off gate for woken attempts (gate.go), or -1
 }
 
-// newToken draws the random value one attempt stores under the key.
-func newToken() string { return uuid.NewString() }
+// newToken draws the random value one attempt stores under the key, a
+// UUID v4 (tokenRandomLen bytes: 122 random bits from crypto/rand),
+// followed by suffix. It is built in one allocation, where
+// uuid.NewString and a concatenation made two or three.
+func newToken(suffix string) string {
+	var u [16]byte
+	rand.Read(u[:])         // never fails (it crashes the program if it cannot read)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	var buf [tokenRandomLen]byte
+	hex.Encode(buf[0:8], u[0:4])
+	hex.Encode(buf[9:13], u[4:6])
+	hex.Encode(buf[14:18], u[6:8])
+	hex.Encode(buf[19:23], u[8:10])
+	hex.Encode(buf[24:], u[10:])
+	buf[8], buf[13], buf[18], buf[23] = '-', '-', '-', '-'
+	var b strings.Builder
+	b.Grow(tokenRandomLen + len(suffix))
+	b.Write(buf[:])
+	b.WriteString(suffix)
+	return b.String()
+}
 
 // attempt tries once on every node with token: quorum and positive
 // validity grant the lock. Anything less is rolled back at once (see
@@ -48,11 +69,12 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 	if cfg.fencing {
 		counters = make([]int64, len(w.nodes)*k)
 	}
+	s := w.scope // captured by value, not w: the waiter stays on Lock's stack
 	call := func(ctx context.Context, i int, b Backend) (bool, error) {
 		if counters == nil {
-			return w.what.acquire(ctx, w.scope, b, token)
+			return s.what.acquire(ctx, s, b, token)
 		}
-		return w.what.acquireFenced(ctx, w.scope, b, token, counters[i*k:(i+1)*k])
+		return s.what.acquireFenced(ctx, s, b, token, counters[i*k:(i+1)*k])
 	}
 	r, refused := w.round(call, gated)
 	if refused != nil {
@@ -103,8 +125,8 @@ func (w *waiter) round(call nodeCall, gated bool) (round, error) {
 // grant makes the Lock of a granted attempt, valid from start.
 func (w *waiter) grant(token string, fences []int64, start time.Time) *Lock {
 	cfg := w.cfg
-	return &Lock{key: w.key, keys: w.keys, what: w.what, token: token, fences: fences, slot: -1, nodes: w.nodes, cfg: *cfg, acquired: start,
-		until: start.Add(cfg.ttl - cfg.drift()), lost: make(chan struct{})}
+	return &Lock{key: w.key, keys: w.keys, what: w.what, token: token, fences: fences, slot: -1, nodes: w.nodes, cfg: cfg, acquired: start,
+		until: start.Add(cfg.ttl - cfg.drift())}
 }
 
 // A leftover is a node where a failed attempt's SET may have landed (the
@@ -141,10 +163,10 @@ func (w *waiter) rollback(token string, r round) {
 	for j, lo := range w.leftovers {
 		undo[j] = w.nodes[lo.node]
 	}
-	announce := !w.cfg.noHandoff
-	rr := w.on(undo).fanOut(context.WithoutCancel(w.ctx), "release", ErrNotHeld,
+	s, leftovers, announce := w.scope, w.leftovers, !w.cfg.noHandoff // not w: see attempt
+	rr := s.on(undo).fanOut(detached(w.ctx), "release", ErrNotHeld,
 		func(ctx context.Context, j int, b Backend) (bool, error) {
-			return w.what.release(ctx, w.scope, b, w.leftovers[j].token, announce)
+			return s.what.release(ctx, s, b, leftovers[j].token, announce)
 		})
 	unanswered := w.leftovers[:0]
 	for j, err := range rr.errs {

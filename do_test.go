@@ -273,6 +273,34 @@ func TestAutoRenewAndLost(t *testing.T) {
 	}
 }
 
+// TestLostAskedForLate: a lock makes its Lost channel when first asked
+// for it; asked for only after Unlock, or after the heartbeat lost the
+// lock, it is closed all the same.
+func TestLostAskedForLate(t *testing.T) {
+	ms, bs := minis(t, 1)
+	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(2*time.Second), redlock.WithRenewEvery(10*time.Millisecond))
+	require.NoError(t, err)
+
+	l, err := s.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	assert.True(t, closed(l.Lost()), "Lost after Unlock")
+
+	err = s.Do(t.Context(), "k", func(ctx context.Context) error {
+		ms[0].Del("k") // the next extension fails: the heartbeat loses the lock
+		select {
+		case <-ctx.Done():
+		case <-time.After(watchdog):
+			t.Fatal("the loss did not cancel the function")
+		}
+		l, ok := redlock.FromContext(ctx)
+		require.True(t, ok)
+		assert.True(t, closed(l.Lost()), "Lost after the loss")
+		return nil
+	})
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+}
+
 func TestLostWithoutRenewalClosesWhenValidityRunsOut(t *testing.T) {
 	_, bs := minis(t, 1)
 	s, err := redlock.NewSingle(bs[0], redlock.WithTTL(100*time.Millisecond))

@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -130,4 +131,68 @@ func (e *QuorumError) Error() string {
 		b.WriteString(f.Error())
 	}
 	return b.String()
+}
+
+// The errors a Lock call ends with when its attempts did not take the
+// key. Their text and what they match are those of the fmt.Errorf calls
+// they replace (errors_test.go compares them); each is one allocation
+// where fmt.Errorf made three to five, and the text is built only when
+// read.
+
+// timedOut: the strategy gave up while the key stayed held. It matches
+// ErrTimeout and whatever the last attempt's error matches.
+type timedOut struct {
+	attempts int
+	errs     [2]error // ErrTimeout, the last attempt's error
+}
+
+func (e *timedOut) Error() string {
+	return e.errs[0].Error() + " after " + strconv.Itoa(e.attempts) + " attempts: " + errText(e.errs[1])
+}
+
+func (e *timedOut) Unwrap() []error { return e.errs[:] }
+
+// gaveUp: the strategy gave up while too few nodes answered. It matches
+// what the last attempt's error matches (ErrUnavailable).
+type gaveUp struct {
+	attempts int
+	last     error
+}
+
+func (e *gaveUp) Error() string {
+	return "redlock: gave up after " + strconv.Itoa(e.attempts) + " attempts: " + errText(e.last)
+}
+
+func (e *gaveUp) Unwrap() error { return e.last }
+
+// cancelledWaiting: the caller's context ended while Lock waited. It
+// matches ErrNotAcquired, the context's cause, and whatever the last
+// attempt's error matches.
+type cancelledWaiting struct {
+	errs [3]error // ErrNotAcquired, the context's cause, the last attempt's error
+}
+
+func (e *cancelledWaiting) Error() string {
+	return e.errs[0].Error() + ": " + errText(e.errs[1]) + " (last attempt: " + errText(e.errs[2]) + ")"
+}
+
+func (e *cancelledWaiting) Unwrap() []error { return e.errs[:] }
+
+// inLine: a call that joined its locker's line made no attempt yet; it
+// is the call's error until its first attempt. It matches
+// ErrNotAcquired.
+type inLine struct{ key string }
+
+func (e *inLine) Error() string {
+	return ErrNotAcquired.Error() + ": " + strconv.Quote(e.key) + ": in line behind this locker's waiters"
+}
+
+func (e *inLine) Unwrap() error { return ErrNotAcquired }
+
+// errText is err's text as %w prints it, a nil error included.
+func errText(err error) string {
+	if err == nil {
+		return "%!w(<nil>)"
+	}
+	return err.Error()
 }

@@ -7,7 +7,12 @@ var (
 	GateFor            = gateFor
 	DefaultTTL         = defaultTTL
 	DefaultDriftFactor = defaultDriftFactor
+	NewToken           = newToken
 )
+
+// RaceEnabled: the test binary runs under the race detector (allocation
+// counts are checked only without it).
+const RaceEnabled = raceEnabled
 
 // InLine counts l's waiters in line for key.
 func InLine(l Locker, key string) int {

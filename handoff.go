@@ -215,15 +215,15 @@ func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) error {
 	s, ws := l.scope(), t.s
 	ttl, drift, clock := ws.cfg.ttl, ws.cfg.drift(), ws.cfg.clock
-	token := newToken() + ws.cfg.tokenSuffix
+	token := newToken(ws.cfg.tokenSuffix)
 	start := clock.Now()
 	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
 		return b.(Transferrer).Transfer(ctx, l.key, l.token, token, ttl)
 	})
 	left := validity(ttl, clock.Now().Sub(start), drift)
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
-		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: *ws.cfg, acquired: start,
-			until: start.Add(ttl - drift), lost: make(chan struct{}), chain: l.chain + 1}
+		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start,
+			until: start.Add(ttl - drift), chain: l.chain + 1}
 		l.cfg.lines.held(l.key, token, next.until)
 		if !t.deliver(next) {
 			l.cfg.lines.unheld(l.key, token)

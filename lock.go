@@ -19,14 +19,14 @@ type Lock struct {
 	fences   []int64 // one per key, with WithFencing; nil without
 	slot     int     // the semaphore slot it holds, or -1
 	nodes    []Backend
-	cfg      config
+	cfg      *config   // the call's, never written to (often its locker's)
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
 	chain    int       // transfers in a row that led to it (handoff.go)
 
 	mu       sync.Mutex
 	until    time.Time
 	released bool
-	lost     chan struct{} // closed by loss or Unlock, whichever comes first
+	lost     chan struct{} // closed by loss or Unlock, whichever comes first; made by the first Lost
 	cause    error         // why the lock was lost; nil while held or after a plain Unlock
 	expiry   *time.Timer   // closes lost when validity runs out (Lost without a heartbeat)
 	renewal  *renewal      // the heartbeat, while one runs
@@ -35,7 +35,7 @@ type Lock struct {
 
 // scope is the lock's key, nodes and configuration, for its rounds.
 func (l *Lock) scope() scope {
-	return scope{key: l.key, keys: l.keys, what: l.what, nodes: l.nodes, cfg: &l.cfg}
+	return scope{key: l.key, keys: l.keys, what: l.what, nodes: l.nodes, cfg: l.cfg}
 }
 
 // Key returns the locked key. For a lock on several keys (LockMany) it is
@@ -108,11 +108,25 @@ func (l *Lock) Until() time.Time {
 func (l *Lock) Lost() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lost == nil {
+		if l.released || l.cause != nil {
+			return closedLost // over before anyone asked
+		}
+		l.lost = make(chan struct{})
+	}
 	if l.renewal == nil && l.expiry == nil && !l.released && l.cause == nil {
 		l.expiry = time.AfterFunc(l.until.Sub(l.cfg.clock.Now()), l.expired)
 	}
 	return l.lost
 }
+
+// closedLost is the Lost channel of a lock that was released or lost before
+// Lost was first called: a lock nobody watches makes no channel.
+var closedLost = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // expired runs when Lost's timer fires: the lock is lost if validity has
 // really run out, otherwise (Extend moved Until) the timer is re-armed.
@@ -140,7 +154,9 @@ func (l *Lock) lose(cause error) {
 		return
 	}
 	l.cause = cause
-	close(l.lost)
+	if l.lost != nil {
+		close(l.lost)
+	}
 	hook := l.onLost
 	l.mu.Unlock()
 	if hook != nil {
@@ -182,7 +198,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		if l.expiry != nil {
 			l.expiry.Stop()
 		}
-		if l.cause == nil {
+		if l.cause == nil && l.lost != nil {
 			close(l.lost)
 		}
 	}
@@ -191,8 +207,22 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
 	}
 	err := l.letGo(ctx, until)
-	l.cfg.observe(Event{Kind: EventRelease, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: err})
+	if l.cfg.observer != nil {
+		l.cfg.observe(Event{Kind: EventRelease, Key: l.key, Duration: l.cfg.clock.Now().Sub(l.acquired), Err: err})
+	}
 	return err
+}
+
+// detached returns ctx without its cancellation and deadline, for the
+// rounds that let go (Unlock, rollback): ctx itself when it has neither
+// (context.Background, or values on it), which saves WithoutCancel's
+// allocation. The deadline is asked first: Done makes a context's
+// channel if nobody asked for it yet (a Lock on the same context did).
+func detached(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 func (l *Lock) release(ctx context.Context, until time.Time) error {
@@ -226,7 +256,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	clock := l.cfg.clock
 	start := clock.Now()
 	err := l.extend(ctx, ttl, start)
-	l.cfg.observe(Event{Kind: EventExtend, Key: l.key, Duration: clock.Now().Sub(start), Err: err})
+	if l.cfg.observer != nil {
+		l.cfg.observe(Event{Kind: EventExtend, Key: l.key, Duration: clock.Now().Sub(start), Err: err})
+	}
 	return err
 }
 

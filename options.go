@@ -178,6 +178,24 @@ func (c config) with(opts []Option) config {
 	return c
 }
 
+// forCall is the configuration of one call given opts: c itself when
+// there are none (a call's configuration is never written to, so the
+// locker's is shared), else a copy with opts applied, made in one
+// allocation where with and taking the result's address make two.
+func (c *config) forCall(opts []Option) *config {
+	if len(opts) == 0 {
+		return c
+	}
+	cc := new(config)
+	*cc = *c
+	for _, o := range opts {
+		if o != nil {
+			o(cc)
+		}
+	}
+	return cc
+}
+
 // drift is the clock-drift allowance for the configured TTL.
 func (c *config) drift() time.Duration { return driftFor(c.ttl, c.driftFactor) }
 
@@ -259,6 +277,16 @@ func checkNodes(nodes []Backend) error {
 		seen[name] = i
 	}
 	return nil
+}
+
+// eventStart reads the clock for the start of an operation whose
+// Duration only an observer reads: without one it returns the zero time
+// and the caller skips the event, so the clock is not read for nothing.
+func (c *config) eventStart() time.Time {
+	if c.observer == nil {
+		return time.Time{}
+	}
+	return c.clock.Now()
 }
 
 // observe reports e when an observer is set.

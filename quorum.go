@@ -88,6 +88,15 @@ func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCa
 func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 	e := &QuorumError{Op: op, Key: key, Nodes: len(r.nodes), Quorum: quorum(len(r.nodes)),
 		Granted: r.granted, Validity: left}
+	failed := 0
+	for _, err := range r.errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		e.Failed = make([]NodeError, 0, failed) // at its final size: one allocation, not log2(N)
+	}
 	for i, err := range r.errs {
 		if err != nil {
 			e.Failed = append(e.Failed, NodeError{Node: r.nodes[i].Name(), Err: err})
@@ -101,7 +110,7 @@ func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 // lock) but is bounded by the per-node timeout.
 func (s scope) releaseAll(ctx context.Context, token string) round {
 	announce := !s.cfg.noHandoff
-	return s.fanOut(context.WithoutCancel(ctx), "release", ErrNotHeld,
+	return s.fanOut(detached(ctx), "release", ErrNotHeld,
 		func(ctx context.Context, _ int, b Backend) (bool, error) {
 			return s.what.release(ctx, s, b, token, announce)
 		})
