@@ -88,7 +88,12 @@ func adapt(t testing.TB, c redis.UniversalClient) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.(*node)
+	switch b := b.(type) {
+	case *wireNode:
+		return b.node
+	default:
+		return b.(*node)
+	}
 }
 
 // standalone is a standalone master (miniredis) as a node.
