@@ -117,6 +117,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"MultiLocker", multiChecks},
 		{"Peeker", peekerChecks},
 		{"RWLocker", rwChecks},
+		{"Starter", starterChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},
 	}
