@@ -57,6 +57,8 @@ type wire struct {
 	queue  []*wcall // waiting for the next batch, in arrival order
 	spare  []*wcall // the last batch's slice, for the next queue
 	sender func()   // w.send as a func value, made once
+	live   int      // callers of the batch in flight still waiting for it
+	flight net.Conn // the connection carrying the batch in flight, once written
 
 	// Owned by whoever set busy.
 	conn net.Conn // nil when closed
@@ -230,6 +232,11 @@ func (c *wcall) finish() (kind byte, n int64, err error) {
 			default:
 				// In flight: the sender still reads its reply and
 				// signals c.done, so c is left to it, not recycled.
+				// The last caller of the batch to give up cuts the
+				// batch short: nobody waits for it any more.
+				if w.live--; w.live == 0 && w.flight != nil {
+					_ = w.flight.SetDeadline(time.Now())
+				}
 				w.mu.Unlock()
 				return 0, 0, c.ctx.Err()
 			}
@@ -285,6 +292,7 @@ func (w *wire) send() {
 		if none {
 			latest = time.Time{}
 		}
+		w.live = len(batch)
 		w.mu.Unlock()
 
 		err := errNodeClosed
@@ -299,6 +307,14 @@ func (w *wire) send() {
 				err = w.write(ctx, latest, batch...)
 			}
 		}
+		if err == nil {
+			w.mu.Lock()
+			w.flight = w.conn
+			if w.live == 0 { // every caller gave up while it was written
+				_ = w.conn.SetDeadline(time.Now())
+			}
+			w.mu.Unlock()
+		}
 		for _, c := range batch {
 			if err != nil {
 				c.err = err
@@ -311,6 +327,7 @@ func (w *wire) send() {
 		}
 
 		w.mu.Lock()
+		w.flight = nil
 		for _, c := range batch {
 			c.done <- struct{}{}
 		}
@@ -394,6 +411,9 @@ func (w *wire) dial(ctx context.Context, d time.Time) error {
 	}
 	conn, err := opt.Dialer(ctx, network, opt.Addr)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil { // say so: the dialler's "i/o timeout" matches neither
+			return w.fail(fmt.Errorf("dial: %w: %w", cerr, err))
+		}
 		return w.fail(fmt.Errorf("dial: %w", err))
 	}
 	user, pass := opt.Username, opt.Password
