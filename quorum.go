@@ -53,21 +53,15 @@ type round struct {
 // When every node is a Starter and the round is one of their calls
 // (split), no goroutine is started at all: see fanOutStarted.
 func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCall) round {
-	nodes, cfg := s.nodes, s.cfg
-	r := round{nodes: nodes, errs: make([]error, len(nodes))}
+	r := round{nodes: s.nodes, errs: make([]error, len(s.nodes))}
 	// One deadline for the round bounds every node call, as they all start
-	// together; a context per node would cost five allocations each.
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout())
-	defer cancel()
+	// together; a context per node would cost allocations each.
+	rc := newRoundCtx(ctx, s.cfg.timeout())
+	defer rc.end(context.Canceled)
 	if s.split(op) {
-		s.fanOutStarted(ctx, op, refused, call, &r)
+		s.fanOutStarted(rc, op, refused, call, r.errs)
 	} else {
-		var wg sync.WaitGroup
-		for i := 1; i < len(nodes); i++ {
-			wg.Go(func() { s.one(ctx, op, refused, call, &r, i) })
-		}
-		s.one(ctx, op, refused, call, &r, 0) // the calling goroutine does one node's work itself
-		wg.Wait()
+		s.fanOutGo(rc, op, refused, call, r.errs)
 	}
 	for _, err := range r.errs {
 		if err == nil {
@@ -77,19 +71,30 @@ func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCa
 	return r
 }
 
+// fanOutGo is fanOut with a goroutine per node but one: the calling
+// goroutine does one node's work itself.
+func (s scope) fanOutGo(ctx context.Context, op string, refused error, call nodeCall, errs []error) {
+	var wg sync.WaitGroup
+	for i := 1; i < len(s.nodes); i++ {
+		wg.Go(func() { s.one(ctx, op, refused, call, errs, i) })
+	}
+	s.one(ctx, op, refused, call, errs, 0)
+	wg.Wait()
+}
+
 // one runs call on node i and records its answer.
-func (s scope) one(ctx context.Context, op string, refused error, call nodeCall, r *round, i int) {
+func (s scope) one(ctx context.Context, op string, refused error, call nodeCall, errs []error, i int) {
 	var start time.Time
 	if s.cfg.observer != nil {
 		start = s.cfg.clock.Now()
 	}
 	ok, err := call(ctx, i, s.nodes[i])
-	s.record(ctx, op, refused, r, i, start, ok, err)
+	s.record(ctx, op, refused, errs, i, start, ok, err)
 }
 
-// record records node i's answer in r, reporting an error that says
+// record records node i's answer in errs, reporting an error that says
 // something about the node to the observer.
-func (s scope) record(ctx context.Context, op string, refused error, r *round, i int, start time.Time, ok bool, err error) {
+func (s scope) record(ctx context.Context, op string, refused error, errs []error, i int, start time.Time, ok bool, err error) {
 	if err == nil && !ok {
 		err = refused
 	}
@@ -97,7 +102,7 @@ func (s scope) record(ctx context.Context, op string, refused error, r *round, i
 		s.cfg.observe(Event{Kind: EventNodeError, Key: s.key, Node: s.nodes[i].Name(), Op: op,
 			Duration: s.cfg.clock.Now().Sub(start), Err: err})
 	}
-	r.errs[i] = err
+	errs[i] = err
 }
 
 // split reports whether a round of op can run as started calls: a
@@ -132,7 +137,7 @@ func (s scope) split(op string) bool {
 // Acquire, Release or Extend starts the node's call instead of making it;
 // so the callers of fanOut need not know which way their round runs. A
 // call that answers without reaching the node is taken as its answer.
-func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call nodeCall, r *round) {
+func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call nodeCall, errs []error) {
 	sp := startings.Get().(*[]starting)
 	st := *sp
 	st = slices.Grow(st[:0], len(s.nodes))[:len(s.nodes)]
@@ -150,7 +155,7 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 		if d.p != nil {
 			d.ok, d.err = d.p.Finish()
 		}
-		s.record(ctx, op, refused, r, i, d.start, d.ok, d.err)
+		s.record(ctx, op, refused, errs, i, d.start, d.ok, d.err)
 	}
 	clear(st)
 	*sp = st[:0]
