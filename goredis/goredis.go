@@ -112,6 +112,39 @@ import (
 // to one node go out together as one pipeline (pipeline.go); a caller
 // alone sends at once. Release announcements reach waiters over one shared
 // pub/sub connection per node, open only while someone waits (hub.go).
+//
+// # The node's own connection
+//
+// For a plain *redis.Client (one master: not a cluster, failover or ring
+// client, and without WithReplicaAck), the lock commands themselves
+// (Acquire, Release, Extend, AcquireFenced, RaiseFence) do not go through
+// the client's pool: the node opens one connection of its own, with the
+// client's Dialer (so TLSConfig, Network "unix" and a custom Dialer
+// apply), Addr, and greeting (AUTH with Username and Password, or from
+// CredentialsProvider or CredentialsProviderContext at each dial; SELECT
+// DB; CLIENT SETNAME ClientName), speaks RESP2 on it with commands
+// encoded by hand, and batches concurrent callers on it as above. A
+// command then costs no allocation, and the node is a redlock.Starter:
+// a Redlock's rounds over such nodes send to every node from the calling
+// goroutine and then read each reply, with no goroutine per node
+// (BENCHMARKS.md, "Our own connection"). The rules above hold on it as
+// on the pool: nothing is resent, every call is bounded by its context's
+// deadline, and a connection that timed out or read anything unexpected
+// is closed, never read again; the next call dials anew. Its other
+// commands (LockMany, read-write locks, Peek, pub/sub) still use the
+// client.
+//
+// What the node's connection does not honour, it leaves to the client: a
+// client with an OnConnect hook, a StreamingCredentialsProvider or a
+// Limiter keeps every command on the pool. The client's hooks (AddHook:
+// tracing, metrics) do not see the commands on the node's connection,
+// nor do its pool statistics, retries or timeouts other than the
+// context's (a call without a deadline is bounded by ReadTimeout): use
+// WithClientPool for lock commands your hooks should see. The connection
+// stays open, holding no goroutine while idle, for as long as the node
+// lives: closing the go-redis client does not close it, the node's
+// Close does (New's node of a *redis.Client is an io.Closer; type-assert
+// it when nodes come and go during the process's life).
 func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if isNil(c) {
 		return nil, fmt.Errorf("%w: goredis.New: nil client", redlock.ErrInvalid)

@@ -27,7 +27,7 @@ func TestEncodeCommands(t *testing.T) {
 			"*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + raiseFenceScript.sha + "\r\n$1\r\n2\r\n$3\r\n{a}\r\n$9\r\n{a}:fence\r\n$1\r\nt\r\n$2\r\n-7\r\n"},
 	}
 	for _, c := range cases {
-		if got := string(c.cmd.encode(nil)); got != c.want {
+		if got := string(c.cmd.encode(nil, c.cmd.eval)); got != c.want {
 			t.Errorf("%s: encoded %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -36,7 +36,7 @@ func TestEncodeCommands(t *testing.T) {
 func TestEncodeAllocatesNothing(t *testing.T) {
 	buf := make([]byte, 0, 4096)
 	cmd := command{op: opScript, s: &acquireFencedScript, fenced: true, key: "order:{42}", token: "0123456789abcdef", n: 10000}
-	if n := testing.AllocsPerRun(100, func() { buf = cmd.encode(buf[:0]) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { buf = cmd.encode(buf[:0], false) }); n != 0 {
 		t.Fatalf("encoding a command allocated %v times, want 0", n)
 	}
 }
