@@ -58,6 +58,8 @@ type wire struct {
 	spare  []*wcall // the last batch's slice, for the next queue
 	sender func()   // w.send as a func value, made once
 	live   int      // callers of the batch in flight still waiting for it
+	solo   *wcall   // a lone call written, whose reply its caller has not begun to read
+	carry  *wcall   // a lone call handed to the sender, which reads its reply first
 	flight net.Conn // the connection carrying the batch in flight, once written
 
 	// Owned by whoever set busy.
@@ -200,6 +202,7 @@ func (w *wire) start(ctx context.Context, cmd command) *wcall {
 	if w.busy {
 		c.state = stQueued
 		w.queue = append(w.queue, c)
+		w.takeOver()
 		w.mu.Unlock()
 		return c
 	}
@@ -209,15 +212,55 @@ func (w *wire) start(ctx context.Context, cmd command) *wcall {
 	if err := w.write(ctx, deadline(ctx, w.opt), c); err != nil {
 		c.state, c.err = stDone, err
 		w.land()
+		return c
 	}
+	w.mu.Lock()
+	w.solo = c
+	if len(w.queue) > 0 {
+		w.takeOver()
+	}
+	w.mu.Unlock()
 	return c
+}
+
+// takeOver, called with w.mu held when a caller queued up, hands the lone
+// call whose reply nobody reads yet (w.solo) to a sender goroutine, which
+// writes the queue at once behind it and reads its reply first. A round
+// over Starters reads its nodes one after another: without this, callers
+// queued on a node would wait while the lone caller reads the other
+// nodes' replies, as long as the slowest node's timeout when one stalls.
+func (w *wire) takeOver() {
+	c := w.solo
+	if c == nil {
+		return
+	}
+	w.solo, w.carry = nil, c
+	c.sent = true
+	w.startSender()
+}
+
+func (w *wire) startSender() {
+	if w.sender == nil {
+		w.sender = w.send
+	}
+	go w.sender()
 }
 
 // finish waits for c's reply (see start) and returns it: the reply's kind
 // and integer, or the error. c is recycled.
 func (c *wcall) finish() (kind byte, n int64, err error) {
 	w := c.w
-	switch c.state {
+	state := c.state
+	if state == stSolo {
+		w.mu.Lock()
+		if w.solo == c {
+			w.solo = nil // ours to read
+		} else {
+			state = stQueued // taken over: the sender reads it
+		}
+		w.mu.Unlock()
+	}
+	switch state {
 	case stSolo:
 		if !w.until.IsZero() && !time.Now().Before(w.until) && w.br.Buffered() == 0 {
 			// The deadline passed while the caller finished other nodes'
@@ -274,10 +317,7 @@ func (c *wcall) recycle() {
 func (w *wire) land() {
 	w.mu.Lock()
 	if len(w.queue) > 0 {
-		if w.sender == nil {
-			w.sender = w.send
-		}
-		go w.sender()
+		w.startSender()
 	} else {
 		w.busy = false
 		if w.closed {
@@ -292,12 +332,21 @@ func (w *wire) land() {
 // behind it.
 func (w *wire) send() {
 	w.mu.Lock()
-	for len(w.queue) > 0 {
+	for len(w.queue) > 0 || w.carry != nil {
+		carry := w.carry // written already: its reply comes first
+		w.carry = nil
 		batch := w.queue
 		w.queue = w.spare
 		closed := w.closed
 		var latest time.Time // the latest deadline; none if one has none
 		none := false
+		if carry != nil {
+			if d := deadline(carry.ctx, w.opt); d.IsZero() {
+				none = true
+			} else {
+				latest = d
+			}
+		}
 		for _, c := range batch {
 			c.sent = true
 			if d := deadline(c.ctx, w.opt); d.IsZero() {
@@ -310,10 +359,18 @@ func (w *wire) send() {
 			latest = time.Time{}
 		}
 		w.live = len(batch)
+		if carry != nil {
+			w.live++
+		}
 		w.mu.Unlock()
 
-		err := errNodeClosed
-		if !closed {
+		var err error
+		switch {
+		case carry != nil && len(batch) == 0:
+			err = w.conn.SetDeadline(latest)
+		case closed:
+			err = errNodeClosed
+		default:
 			ctx := context.Background()
 			if !latest.IsZero() && w.conn == nil {
 				var cancel context.CancelFunc
@@ -332,6 +389,14 @@ func (w *wire) send() {
 			}
 			w.mu.Unlock()
 		}
+		if carry != nil && err != nil {
+			carry.err = err // the connection it went out on is closed
+		} else if carry != nil {
+			carry.kind, carry.n, carry.err = w.read()
+			if w.conn == nil { // the read failed: the rest are lost with the connection
+				err = carry.err
+			}
+		}
 		for _, c := range batch {
 			if err != nil {
 				c.err = err
@@ -345,6 +410,9 @@ func (w *wire) send() {
 
 		w.mu.Lock()
 		w.flight = nil
+		if carry != nil {
+			carry.done <- struct{}{}
+		}
 		for _, c := range batch {
 			c.done <- struct{}{}
 		}

@@ -345,3 +345,48 @@ func TestWireAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestWireQueuedCallerDoesNotWaitForAStartedCall: a call started and not
+// yet finished (its caller reads other nodes first) does not hold up the
+// callers that queue behind it: the sender writes their commands at once
+// and reads the started call's reply on its behalf.
+func TestWireQueuedCallerDoesNotWaitForAStartedCall(t *testing.T) {
+	m := miniredis.RunT(t)
+	n := wired(t, redistest.Client(t, m.Addr()))
+	ctx := t.Context()
+	p := n.StartAcquire(ctx, "started", "tok", time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		ok, err := n.Acquire(ctx, "queued", "tok", time.Minute)
+		if err == nil && !ok {
+			err = errors.New("refused")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(watchdog):
+		t.Fatal("the queued caller waited for the started call's Finish")
+	}
+	ok, err := p.Finish()
+	require.NoError(t, err)
+	assert.True(t, ok, "the started call's reply, read by the sender")
+	assert.True(t, m.Exists("started"))
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
+
+	// Its caller giving up while the sender has it: Finish returns, and
+	// the node goes on.
+	short, cancel := context.WithCancel(ctx)
+	p = n.StartRelease(short, "started", "tok", false)
+	ok, err = n.Release(ctx, "queued", "tok", false) // takes p over
+	require.NoError(t, err)
+	assert.True(t, ok)
+	cancel()
+	if _, err := p.Finish(); err != nil {
+		assert.ErrorIs(t, err, context.Canceled)
+	}
+	ok, err = n.Acquire(ctx, "after", "tok", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
