@@ -30,7 +30,23 @@ import (
 // queue empty. A queued caller whose context ends while its command is
 // still queued withdraws it (never sent); one whose command is in flight
 // returns at once, its outcome unknown, and the sender still reads the
-// reply (so that no later command is answered with it) and drops it.
+// reply (so that no later command is answered with it) and drops it; once
+// every caller of a batch has given up, the batch is cut short (its
+// connection's deadline set to now, which closes it).
+//
+// Split calls (redlock.Starter): a lone caller may write its command
+// (start) and come back for the reply later (finish), after reading
+// other nodes' replies. If callers queue behind it meanwhile, the sender
+// takes its call over (takeOver): it writes their batch at once behind it
+// and reads its reply first, so nobody waits for the lone caller's other
+// nodes. A lone caller that comes for its reply after its deadline (the
+// round's slowest node took it) still reads a reply that is already
+// there, waiting at most lateRead for one that is not.
+//
+// Scripts go as EVAL the first time on each connection, EVALSHA after:
+// a fresh server's NOSCRIPT would cost a second round trip, which a split
+// call makes only at finish. A NOSCRIPT later (SCRIPT FLUSH) is answered
+// with EVAL, as in script.go.
 //
 // Safety, as the Backend contract asks. A command is written once and
 // never again. Every read and write is bounded by the call's deadline
