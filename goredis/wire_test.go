@@ -37,6 +37,14 @@ func (w *wire) idle() bool {
 	return !w.busy
 }
 
+// inFlight is the number of calls of the sender's batch in flight whose
+// callers still wait.
+func (w *wire) inFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.live
+}
+
 func (w *wire) queued() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -185,21 +193,27 @@ func TestWireUnexpectedReplyKind(t *testing.T) {
 	assert.ErrorIs(t, err, errProtocol)
 }
 
-// TestWireQueuedCallerWithdraws: a caller queued behind a command in
-// flight that gives up returns at once, and its command is never sent.
+// TestWireQueuedCallerWithdraws: a caller queued behind a batch in flight
+// that gives up returns at once, and its command is never sent.
 func TestWireQueuedCallerWithdraws(t *testing.T) {
 	m := miniredis.RunT(t)
 	p, err := faultproxy.New(m.Addr())
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	n := wired(t, redistest.Client(t, p.Addr()))
+	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the stall
+	require.NoError(t, err)
 	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
 
-	ctx0, cancel0 := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	// A started call, taken over by the sender when a second caller
+	// queues: the sender is then in flight, reading, until the deadline.
+	const d = 2 * time.Second
+	ctx0, cancel0 := context.WithTimeout(t.Context(), d)
 	defer cancel0()
-	done0 := make(chan error, 1)
-	go func() { _, err := n.Acquire(ctx0, "first", "tok", time.Minute); done0 <- err }()
-	testwait.Until(t, `!n.w.idle()`, func() bool { return !n.w.idle() })
+	p0 := n.StartAcquire(ctx0, "first", "tok", time.Minute)
+	done1 := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx0, "second", "tok", time.Minute); done1 <- err }()
+	testwait.Until(t, `n.w.inFlight() == 2`, func() bool { return n.w.inFlight() == 2 })
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -213,17 +227,23 @@ func TestWireQueuedCallerWithdraws(t *testing.T) {
 		t.Fatal("the queued caller did not return when cancelled")
 	}
 	assert.Zero(t, n.w.queued())
-	<-done0
+	_, err = p0.Finish()
+	assert.Error(t, err, "the stalled started call")
+	assert.Error(t, <-done1, "the stalled batched call")
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
+
 	p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
-	// The first SET, sent during the stall, is delivered after it.
-	testwait.Until(t, `m.Exists("first")`, func() bool { return m.Exists("first") })
+	// The commands written during the stall are delivered after it.
+	testwait.Until(t, `m.Exists("second")`, func() bool { return m.Exists("second") })
 	testwait.Until(t, `p.Pending() == 0`, func() bool { return p.Pending() == 0 })
+	assert.True(t, m.Exists("first"))
 	assert.False(t, m.Exists("queued"), "the withdrawn command was never sent")
 }
 
 // TestWireBatchCutShortWhenAllGaveUp: callers whose batch is in flight
-// return at once when they give up, and once the last one has, the
-// sender stops waiting for the batch's replies.
+// (here a started call taken over by the sender, and the call that
+// queued behind it) return at once when they give up, and once the last
+// one has, the sender stops waiting for the batch's replies.
 func TestWireBatchCutShortWhenAllGaveUp(t *testing.T) {
 	m := miniredis.RunT(t)
 	p, err := faultproxy.New(m.Addr())
@@ -235,31 +255,31 @@ func TestWireBatchCutShortWhenAllGaveUp(t *testing.T) {
 	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
 	defer p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
 
-	ctx0, cancel0 := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel0()
-	done0 := make(chan error, 1)
-	go func() { _, err := n.Acquire(ctx0, "first", "tok", time.Minute); done0 <- err }()
-	testwait.Until(t, `!n.w.idle()`, func() bool { return !n.w.idle() })
 	const long = time.Minute
-	var cancels []context.CancelFunc
-	dones := make([]chan error, 2)
-	for i := range dones {
-		ctx, cancel := context.WithTimeout(t.Context(), long)
-		cancels = append(cancels, cancel)
-		dones[i] = make(chan error, 1)
-		go func() { _, err := n.Acquire(ctx, "batched", "tok", time.Minute); dones[i] <- err }()
-		testwait.Until(t, `n.w.queued() == i+1`, func() bool { return n.w.queued() == i+1 })
+	ctx0, cancel0 := context.WithTimeout(t.Context(), long)
+	defer cancel0()
+	p0 := n.StartAcquire(ctx0, "started", "tok", time.Minute)
+	ctx1, cancel1 := context.WithTimeout(t.Context(), long)
+	defer cancel1()
+	done1 := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx1, "batched", "tok", time.Minute); done1 <- err }()
+	testwait.Until(t, `n.w.inFlight() == 2`, func() bool { return n.w.inFlight() == 2 })
+
+	cancel1()
+	select {
+	case err := <-done1:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(watchdog):
+		t.Fatal("the batched caller did not return when cancelled")
 	}
-	<-done0                                                                          // the lone call timed out: the two go out as a batch
-	testwait.Until(t, `n.w.queued() == 0`, func() bool { return n.w.queued() == 0 }) // in flight
-	for i, cancel := range cancels {
-		cancel()
-		select {
-		case err := <-dones[i]:
-			assert.ErrorIs(t, err, context.Canceled)
-		case <-time.After(watchdog):
-			t.Fatalf("batched caller %d did not return when cancelled", i)
-		}
+	cancel0()
+	finished := make(chan error, 1)
+	go func() { _, err := p0.Finish(); finished <- err }()
+	select {
+	case err := <-finished:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(watchdog):
+		t.Fatal("the started call's Finish did not return when cancelled")
 	}
 	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() }) // long before the batch's minute
 }
