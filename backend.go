@@ -106,6 +106,40 @@ type Transferrer interface {
 	Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error)
 }
 
+// Starter is the optional capability of a Backend that splits its hot
+// calls in two, so that a round needs no goroutine per node: StartAcquire,
+// StartRelease and StartExtend send the command of Acquire, Release or
+// Extend and return at once, without waiting for the reply; the returned
+// Pending's Finish waits for it and answers as the method would. A round
+// over nodes that are all Starters starts every node's call from the
+// calling goroutine, then finishes each in turn; a round with one node
+// that is not runs a goroutine per node as before.
+//
+// Every rule of Backend holds for the pair as for the one call: the
+// command is sent at most once, and Finish is bounded by the context
+// given to Start (its deadline; a call whose context is already done at
+// Start sends nothing and its Finish returns the context's error). A
+// Start that fails (a refused dial) returns a Pending whose Finish
+// reports the error at once. The caller calls Finish exactly once for
+// every Start, from the goroutine that started it and in the order
+// started (a node may hold a second call in flight on one goroutine
+// behind the first), and uses the Pending no more after it. Calls of
+// other goroutines on the same node may be in flight meanwhile.
+type Starter interface {
+	StartAcquire(ctx context.Context, key, token string, ttl time.Duration) Pending
+	StartRelease(ctx context.Context, key, token string, announce bool) Pending
+	StartExtend(ctx context.Context, key, token string, ttl time.Duration) Pending
+}
+
+// Pending is a call a Starter started.
+type Pending interface {
+	// Finish returns the call's answer, as Acquire, Release or Extend
+	// would have: whether the node did it, or an error (its outcome
+	// unknown). It waits at most until the deadline of the context the
+	// call started with.
+	Finish() (bool, error)
+}
+
 // KeyChecker is the optional capability of a Backend that cannot hold
 // every key: a Redis Cluster node needs a lock key, its fence counter and
 // its release channel in one hash slot. Lock and Do ask every node that is

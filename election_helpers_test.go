@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -65,8 +66,13 @@ func (s servers) killable(t testing.TB) ([]redlock.Backend, func()) {
 		bs[i] = node(t, cs[i])
 	}
 	return bs, func() {
-		for _, c := range cs {
+		// A process that dies closes every socket it has: the clients'
+		// and the connections the nodes opened themselves.
+		for i, c := range cs {
 			_ = c.Close()
+			if cl, ok := bs[i].(io.Closer); ok {
+				_ = cl.Close()
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -48,40 +49,146 @@ type round struct {
 // timeout, and returns when all have answered or timed out. No goroutine
 // outlives it. refused is the error recorded for a node that answered no;
 // any other error is reported to the observer as an EventNodeError of op.
+//
+// When every node is a Starter and the round is one of their calls
+// (split), no goroutine is started at all: see fanOutStarted.
 func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCall) round {
-	nodes, cfg, key := s.nodes, s.cfg, s.key
-	r := round{nodes: nodes, errs: make([]error, len(nodes))}
+	r := round{nodes: s.nodes, errs: make([]error, len(s.nodes))}
 	// One deadline for the round bounds every node call, as they all start
-	// together; a context per node would cost five allocations each.
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout())
-	defer cancel()
-	one := func(i int) {
-		var start time.Time
-		if cfg.observer != nil {
-			start = cfg.clock.Now()
-		}
-		ok, err := call(ctx, i, nodes[i])
-		if err == nil && !ok {
-			err = refused
-		}
-		if err != nil && err != refused && !callerGaveUp(ctx, err) {
-			cfg.observe(Event{Kind: EventNodeError, Key: key, Node: nodes[i].Name(), Op: op,
-				Duration: cfg.clock.Now().Sub(start), Err: err})
-		}
-		r.errs[i] = err
+	// together; a context per node would cost allocations each.
+	rc := newRoundCtx(ctx, s.cfg.timeout())
+	defer rc.end(context.Canceled)
+	if s.split(op) {
+		s.fanOutStarted(rc, op, refused, call, r.errs)
+	} else {
+		s.fanOutGo(rc, op, refused, call, r.errs)
 	}
-	var wg sync.WaitGroup
-	for i := 1; i < len(nodes); i++ {
-		wg.Go(func() { one(i) })
-	}
-	one(0) // the calling goroutine does one node's work itself
-	wg.Wait()
 	for _, err := range r.errs {
 		if err == nil {
 			r.granted++
 		}
 	}
 	return r
+}
+
+// fanOutGo is fanOut with a goroutine per node but one: the calling
+// goroutine does one node's work itself.
+func (s scope) fanOutGo(ctx context.Context, op string, refused error, call nodeCall, errs []error) {
+	var wg sync.WaitGroup
+	for i := 1; i < len(s.nodes); i++ {
+		wg.Go(func() { s.one(ctx, op, refused, call, errs, i) })
+	}
+	s.one(ctx, op, refused, call, errs, 0)
+	wg.Wait()
+}
+
+// one runs call on node i and records its answer.
+func (s scope) one(ctx context.Context, op string, refused error, call nodeCall, errs []error, i int) {
+	var start time.Time
+	if s.cfg.observer != nil {
+		start = s.cfg.clock.Now()
+	}
+	ok, err := call(ctx, i, s.nodes[i])
+	s.record(ctx, op, refused, errs, i, start, ok, err)
+}
+
+// record records node i's answer in errs, reporting an error that says
+// something about the node to the observer.
+func (s scope) record(ctx context.Context, op string, refused error, errs []error, i int, start time.Time, ok bool, err error) {
+	if err == nil && !ok {
+		err = refused
+	}
+	if err != nil && err != refused && !callerGaveUp(ctx, err) {
+		s.cfg.observe(Event{Kind: EventNodeError, Key: s.key, Node: s.nodes[i].Name(), Op: op,
+			Duration: s.cfg.clock.Now().Sub(start), Err: err})
+	}
+	errs[i] = err
+}
+
+// split reports whether a round of op can run as started calls: a
+// single-key acquire (not fenced), release or extend, over nodes that are
+// all Starters.
+func (s scope) split(op string) bool {
+	if _, ok := s.what.(oneKey); !ok {
+		return false
+	}
+	switch op {
+	case "acquire":
+		if s.cfg.fencing {
+			return false
+		}
+	case "release", "extend":
+	default:
+		return false
+	}
+	for _, b := range s.nodes {
+		if _, ok := b.(Starter); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// fanOutStarted is fanOut over Starters, without a goroutine: it starts
+// every node's call from the calling goroutine, then finishes each in
+// turn, so the nodes work on their commands at the same time and the
+// round waits for the slowest, as with a goroutine per node. The round's
+// call is run as it is, on a stand-in for each node (a starting) whose
+// Acquire, Release or Extend starts the node's call instead of making it;
+// so the callers of fanOut need not know which way their round runs. A
+// call that answers without reaching the node is taken as its answer.
+func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call nodeCall, errs []error) {
+	sp := startings.Get().(*[]starting)
+	st := *sp
+	st = slices.Grow(st[:0], len(s.nodes))[:len(s.nodes)]
+	observed := s.cfg.observer != nil
+	for i, b := range s.nodes {
+		d := &st[i]
+		d.Backend, d.st = b, b.(Starter)
+		if observed {
+			d.start = s.cfg.clock.Now()
+		}
+		d.ok, d.err = call(ctx, i, d)
+	}
+	for i := range st {
+		d := &st[i]
+		if d.p != nil {
+			d.ok, d.err = d.p.Finish()
+		}
+		s.record(ctx, op, refused, errs, i, d.start, d.ok, d.err)
+	}
+	clear(st)
+	*sp = st[:0]
+	startings.Put(sp)
+}
+
+// starting stands in for a node during a started round (fanOutStarted):
+// its Acquire, Release and Extend start the node's call and keep the
+// Pending; whatever else the round's call asks of it goes to the node.
+type starting struct {
+	Backend
+	st    Starter
+	p     Pending
+	start time.Time
+	ok    bool
+	err   error
+}
+
+var startings = sync.Pool{New: func() any { return new([]starting) }}
+
+func (d *starting) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	d.p = d.st.StartAcquire(ctx, key, token, ttl)
+	return false, nil
+}
+
+func (d *starting) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	d.p = d.st.StartRelease(ctx, key, token, announce)
+	return false, nil
+}
+
+func (d *starting) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	d.p = d.st.StartExtend(ctx, key, token, ttl)
+	return false, nil
 }
 
 // quorumError describes a round that did not grant op.

@@ -3,7 +3,8 @@
 // a Redis client, or for another store, runs it from the adapter's own
 // tests to check that the adapter keeps the contract the lockers rely on
 // (redlock.Backend, and the optional redlock.Fencer, redlock.Notifier,
-// redlock.MultiLocker and redlock.Peeker when it implements them). It
+// redlock.MultiLocker, redlock.Peeker and redlock.Starter when it
+// implements them). It
 // imports only the redlock package and the
 // standard library, so an adapter's module inherits nothing else from it.
 //
@@ -114,6 +115,16 @@
 //     on one free key with distinct tokens exactly one wins, and the
 //     losers do not move the fence counter; of Racers goroutines racing
 //     Release of one key with its token exactly one reports true.
+//   - Starter (skipped if not implemented): started calls answer as the
+//     calls they split (acquire, refusal, extension, release by the
+//     holder only); several calls started on one goroutine before any is
+//     finished answer in order; a call started with a cancelled context
+//     sets nothing and its Finish returns an error matching
+//     context.Canceled within PromptBound; a Finish after the call's
+//     deadline returns within PromptBound, with no error or a deadline's,
+//     and the next call's answer matches the key's state (no late reply
+//     taken for it); of Racers goroutines starting and finishing Acquire
+//     on one free key exactly one wins.
 //
 // Not checked: what an adapter does with an empty key (the lockers refuse
 // one before any node sees it), the exact TTL left on a key, and how long

@@ -224,7 +224,25 @@ func openGoRedis(n Node) (redlock.Backend, io.Closer, error) {
 		cl.Close()
 		return nil, nil, n.Invalid(err)
 	}
+	if own, ok := b.(io.Closer); ok {
+		// The node's own connection (goredis.New) outlives the client:
+		// close both.
+		return b, closers{own, cl}, nil
+	}
 	return b, cl, nil
+}
+
+// closers closes each of its Closers, returning the first error.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var first error
+	for _, c := range cs {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // openNodes opens every node of c with open. On error it closes the

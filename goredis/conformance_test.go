@@ -7,6 +7,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/backendtest"
 	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
 
@@ -22,7 +23,7 @@ func TestConformanceMiniredis(t *testing.T) {
 		}
 		t.Cleanup(func() { p.Close() })
 		return backendtest.Target{
-			Backend: adapt(t, redistest.Client(t, p.Addr())),
+			Backend: backend(t, redistest.Client(t, p.Addr())),
 			Elapse:  m.FastForward,
 			Stall: func() func() {
 				p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
@@ -34,12 +35,18 @@ func TestConformanceMiniredis(t *testing.T) {
 
 // TestConformanceRedisServer runs the suite against the adapter over one
 // real redis-server shared by every check (each uses keys of its own), on
-// real time, stalled with SIGSTOP.
+// real time, stalled with SIGSTOP: over the node's own connection, and
+// WithClientPool over the go-redis client's.
 func TestConformanceRedisServer(t *testing.T) {
 	s := redistest.Start(t, 1).Servers[0]
+	t.Run("Own", func(t *testing.T) { serverConformance(t, s) })
+	t.Run("ClientPool", func(t *testing.T) { serverConformance(t, s, WithClientPool()) })
+}
+
+func serverConformance(t *testing.T, s *redisserver.Server, opts ...Option) {
 	backendtest.Run(t, func(t *testing.T) backendtest.Target {
 		return backendtest.Target{
-			Backend: adapt(t, redistest.Client(t, s.Addr())),
+			Backend: backend(t, redistest.Client(t, s.Addr()), opts...),
 			Stall: func() func() {
 				if err := s.Pause(); err != nil {
 					t.Fatal(err)

@@ -112,6 +112,39 @@ import (
 // to one node go out together as one pipeline (pipeline.go); a caller
 // alone sends at once. Release announcements reach waiters over one shared
 // pub/sub connection per node, open only while someone waits (hub.go).
+//
+// # The node's own connection
+//
+// For a plain *redis.Client (one master: not a cluster, failover or ring
+// client, and without WithReplicaAck), the lock commands themselves
+// (Acquire, Release, Extend, AcquireFenced, RaiseFence) do not go through
+// the client's pool: the node opens one connection of its own, with the
+// client's Dialer (so TLSConfig, Network "unix" and a custom Dialer
+// apply), Addr, and greeting (AUTH with Username and Password, or from
+// CredentialsProvider or CredentialsProviderContext at each dial; SELECT
+// DB; CLIENT SETNAME ClientName), speaks RESP2 on it with commands
+// encoded by hand, and batches concurrent callers on it as above. A
+// command then costs no allocation, and the node is a redlock.Starter:
+// a Redlock's rounds over such nodes send to every node from the calling
+// goroutine and then read each reply, with no goroutine per node
+// (BENCHMARKS.md, "Our own connection"). The rules above hold on it as
+// on the pool: nothing is resent, every call is bounded by its context's
+// deadline, and a connection that timed out or read anything unexpected
+// is closed, never read again; the next call dials anew. Its other
+// commands (LockMany, read-write locks, Peek, pub/sub) still use the
+// client.
+//
+// What the node's connection does not honour, it leaves to the client: a
+// client with an OnConnect hook, a StreamingCredentialsProvider or a
+// Limiter keeps every command on the pool. The client's hooks (AddHook:
+// tracing, metrics) do not see the commands on the node's connection,
+// nor do its pool statistics, retries or timeouts other than the
+// context's (a call without a deadline is bounded by ReadTimeout): use
+// WithClientPool for lock commands your hooks should see. The connection
+// stays open, holding no goroutine while idle, for as long as the node
+// lives: closing the go-redis client does not close it, the node's
+// Close does (New's node of a *redis.Client is an io.Closer; type-assert
+// it when nodes come and go during the process's life).
 func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if isNil(c) {
 		return nil, fmt.Errorf("%w: goredis.New: nil client", redlock.ErrInvalid)
@@ -137,7 +170,50 @@ func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return newClusterNode(cc, name, ack), nil
 	}
-	return &node{c: c, name: name, q: coalescer{c: c}, ack: ack}, nil
+	n := &node{c: c, name: name, q: coalescer{c: c}, ack: ack}
+	if n.w = newWire(c, &o, name); n.w != nil {
+		return &wireNode{n}, nil
+	}
+	return n, nil
+}
+
+// wireNode is the node of a plain *redis.Client with its own connection
+// (wire.go): a redlock.Starter, so that a Redlock's rounds over such
+// nodes run without a goroutine per node.
+type wireNode struct{ *node }
+
+func (g *wireNode) StartAcquire(ctx context.Context, key, token string, ttl time.Duration) redlock.Pending {
+	return g.w.start(ctx, command{op: opSet, key: key, token: token, n: ttl.Milliseconds()})
+}
+
+func (g *wireNode) StartRelease(ctx context.Context, key, token string, announce bool) redlock.Pending {
+	return g.w.start(ctx, releaseCommand(key, token, announce))
+}
+
+func (g *wireNode) StartExtend(ctx context.Context, key, token string, ttl time.Duration) redlock.Pending {
+	return g.w.start(ctx, command{op: opScript, s: &extendScript, key: key, token: token, n: ttl.Milliseconds()})
+}
+
+func releaseCommand(key, token string, announce bool) command {
+	flag := "0"
+	if announce {
+		flag = "1"
+	}
+	return command{op: opScript, s: &releaseScript, key: key, token: token, flag: flag}
+}
+
+// Close closes the connection the node opened itself (see New), at once
+// if idle or else as soon as the command in flight has its reply; calls
+// of the node's lock commands after it fail with an error matching
+// net.ErrClosed. It does not close the go-redis client, which belongs to
+// the caller, and is not needed for a node that lives as long as the
+// process. A node without a connection of its own (WithClientPool, a
+// cluster, a failover client, WithReplicaAck) has nothing to close.
+func (g *node) Close() error {
+	if g.w == nil {
+		return nil
+	}
+	return g.w.close()
 }
 
 // node is the Backend of one go-redis client.
@@ -147,6 +223,7 @@ type node struct {
 	q    coalescer
 	hub  hub
 	ack  *replicaAck // WithReplicaAck; nil without
+	w    *wire       // the node's own connection for the hot commands; nil for none
 }
 
 // isNil reports whether c is nil, or a nil pointer of a go-redis client
@@ -197,6 +274,10 @@ func contextTimeouts(c redis.UniversalClient) bool {
 func (g *node) Name() string { return g.name }
 
 func (g *node) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if g.w != nil {
+		kind, n, err := g.w.do(ctx, command{op: opSet, key: key, token: token, n: ttl.Milliseconds()})
+		return replyBool(opSet, kind, n, err)
+	}
 	// Always PX, even for whole seconds, so the TTL on the node is exactly
 	// the one the validity was computed from.
 	cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
@@ -214,6 +295,10 @@ func (g *node) Acquire(ctx context.Context, key, token string, ttl time.Duration
 }
 
 func (g *node) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	if g.w != nil {
+		kind, n, err := g.w.do(ctx, releaseCommand(key, token, announce))
+		return replyBool(opScript, kind, n, err)
+	}
 	flag := "0"
 	if announce {
 		flag = "1"
@@ -223,6 +308,10 @@ func (g *node) Release(ctx context.Context, key, token string, announce bool) (b
 }
 
 func (g *node) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if g.w != nil {
+		kind, n, err := g.w.do(ctx, command{op: opScript, s: &extendScript, key: key, token: token, n: ttl.Milliseconds()})
+		return replyBool(opScript, kind, n, err)
+	}
 	n, wait, err := g.exec(ctx, true, extendScript, 1, key, token, ttl.Milliseconds())
 	if err != nil || n != 1 {
 		return false, err
@@ -246,6 +335,13 @@ func (sendOnce) NoRetry() bool { return true }
 const fenceSuffix = ":fence"
 
 func (g *node) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	if g.w != nil {
+		n, err := scriptInt(g.w.do(ctx, command{op: opScript, s: &acquireFencedScript, fenced: true, key: key, token: token, n: ttl.Milliseconds()}))
+		if err != nil || n <= 0 {
+			return false, n, err
+		}
+		return true, n, nil
+	}
 	n, wait, err := g.exec(ctx, true, acquireFencedScript, 2, key, key+fenceSuffix, token, ttl.Milliseconds())
 	if err != nil || n <= 0 {
 		return false, n, err
@@ -257,6 +353,10 @@ func (g *node) AcquireFenced(ctx context.Context, key, token string, ttl time.Du
 }
 
 func (g *node) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	if g.w != nil {
+		kind, n, err := g.w.do(ctx, command{op: opScript, s: &raiseFenceScript, fenced: true, key: key, token: token, n: fence})
+		return replyBool(opScript, kind, n, err)
+	}
 	n, wait, err := g.exec(ctx, true, raiseFenceScript, 2, key, key+fenceSuffix, token, fence)
 	if err != nil || n != 1 {
 		return false, err

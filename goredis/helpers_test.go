@@ -84,11 +84,26 @@ const watchdog = testwait.Watchdog
 // type, for tests that look inside the adapter.
 func adapt(t testing.TB, c redis.UniversalClient) *node {
 	t.Helper()
-	b, err := New(c)
+	switch b := backend(t, c).(type) {
+	case *wireNode:
+		return b.node
+	default:
+		return b.(*node)
+	}
+}
+
+// backend is New(c, opts...), failing t on error; a node of its own
+// connection is closed when t ends.
+func backend(t testing.TB, c redis.UniversalClient, opts ...Option) redlock.Backend {
+	t.Helper()
+	b, err := New(c, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.(*node)
+	if cl, ok := b.(interface{ Close() error }); ok {
+		t.Cleanup(func() { _ = cl.Close() })
+	}
+	return b
 }
 
 // standalone is a standalone master (miniredis) as a node.

@@ -16,7 +16,11 @@ import (
 // NOSCRIPT reply is answered with one EVAL, which also caches it there.
 type script struct {
 	src, sha string
+	id       uint8 // its bit in wire.known
 }
+
+// scripts counts the scripts made, to give each its id.
+var scripts uint8
 
 var (
 	releaseScript       = newScript(redlock.Lua.Release)
@@ -33,7 +37,11 @@ var (
 
 func newScript(src string) script {
 	sum := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(sum[:])}
+	scripts++
+	if scripts > 32 {
+		panic("goredis: more scripts than wire.known has bits")
+	}
+	return script{src: src, sha: hex.EncodeToString(sum[:]), id: scripts - 1}
 }
 
 // run executes s on the node with the given keys and arguments, laid out

@@ -1,0 +1,5 @@
+//go:build !race
+
+package goredis
+
+const raceEnabled = false

@@ -1,0 +1,412 @@
+package goredis
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// wired is a node of its own connection over client c.
+func wired(t *testing.T, c *redis.Client, opts ...Option) *wireNode {
+	t.Helper()
+	b := backend(t, c, opts...)
+	w, ok := b.(*wireNode)
+	require.True(t, ok, "New(%T) returned %T, want a node of its own connection", c, b)
+	return w
+}
+
+func (w *wire) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.busy
+}
+
+// inFlight is the number of calls of the sender's batch in flight whose
+// callers still wait.
+func (w *wire) inFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.live
+}
+
+func (w *wire) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+func TestWireHandshake(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.RequireUserAuth("locker", "s3cret")
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		Username: "locker", Password: "s3cret", DB: 3, ClientName: "redlock-test"})
+	t.Cleanup(func() { c.Close() })
+	n := wired(t, c)
+	ok, err := n.Acquire(t.Context(), "k", "tok", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, m.DB(3).Exists("k"), "the key is in the client's database")
+	assert.False(t, m.DB(0).Exists("k"))
+}
+
+func TestWireCredentialsProviderContext(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.RequireAuth("pw")
+	var asked atomic.Int64
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		CredentialsProviderContext: func(ctx context.Context) (string, string, error) {
+			asked.Add(1)
+			return "", "pw", nil
+		}})
+	t.Cleanup(func() { c.Close() })
+	ok, err := wired(t, c).Acquire(t.Context(), "k", "tok", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.EqualValues(t, 1, asked.Load())
+}
+
+func TestWireAuthFailure(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.RequireAuth("right")
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, Password: "wrong"})
+	t.Cleanup(func() { c.Close() })
+	_, err := wired(t, c).Acquire(t.Context(), "k", "tok", time.Minute)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "handshake: AUTH")
+	var re redis.Error
+	assert.True(t, errors.As(err, &re), "the server's refusal (%v) is a redis.Error", err)
+	assert.False(t, m.Exists("k"))
+}
+
+func TestWireClientName(t *testing.T) {
+	s := redistest.Start(t, 1).Servers[0]
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, ClientName: "redlock-wire"})
+	t.Cleanup(func() { c.Close() })
+	_, err := wired(t, c).Acquire(t.Context(), "k", "tok", time.Minute)
+	require.NoError(t, err)
+	list, err := c.ClientList(t.Context()).Result()
+	require.NoError(t, err)
+	var ours bool
+	for _, line := range strings.Split(list, "\n") {
+		ours = ours || (strings.Contains(line, " name=redlock-wire ") && strings.Contains(line, " cmd=set "))
+	}
+	assert.True(t, ours, "no connection named redlock-wire ran our SET:\n%s", list)
+}
+
+// TestWireLateReplyNeverAnswersTheNextCommand: a reply that comes after
+// its call's deadline closed the connection; the next call redials, and
+// gets its own answer, not the late one.
+func TestWireLateReplyNeverAnswersTheNextCommand(t *testing.T) {
+	m := miniredis.RunT(t)
+	p, err := faultproxy.New(m.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	n := wired(t, redistest.Client(t, p.Addr()))
+	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the fault
+	require.NoError(t, err)
+	p.Set(faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = n.Acquire(ctx, "k", "first", time.Minute)
+	require.Error(t, err, "the reply comes after the deadline")
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	testwait.Until(t, `m.Exists("k")`, func() bool { return m.Exists("k") })
+	p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
+
+	ok, err := n.Acquire(t.Context(), "k", "second", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, ok, "the key is held by the first SET: the late +OK was not taken for the second's answer")
+	assert.EqualValues(t, 2, p.Stats().Conns, "the timed-out connection was closed and a new one dialled")
+}
+
+// scripted is a server that answers every command read on its i-th
+// connection with replies[i], and counts the connections.
+func scripted(t *testing.T, replies ...string) (addr string, conns *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	conns = new(atomic.Int64)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			i := int(conns.Add(1)) - 1
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if i < len(replies) {
+						if _, err := io.WriteString(c, replies[i]); err != nil {
+							return
+						}
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), conns
+}
+
+func TestWireMalformedReplyClosesTheConnection(t *testing.T) {
+	for _, bad := range []string{"?bogus\r\n", "$3\r\nabc\r\n", ":12x\r\n", "+OK\n"} {
+		addr, conns := scripted(t, bad, "+OK\r\n")
+		n := wired(t, redistest.Client(t, addr))
+		_, err := n.Acquire(t.Context(), "k", "tok", time.Minute)
+		assert.ErrorIs(t, err, errProtocol, "reply %q", bad)
+		ok, err := n.Acquire(t.Context(), "k", "tok", time.Minute)
+		require.NoError(t, err, "after %q", bad)
+		assert.True(t, ok)
+		assert.EqualValues(t, 2, conns.Load(), "the connection that gave %q was closed", bad)
+	}
+}
+
+func TestWireUnexpectedReplyKind(t *testing.T) {
+	addr, _ := scripted(t, ":1\r\n")
+	n := wired(t, redistest.Client(t, addr))
+	_, err := n.Acquire(t.Context(), "k", "tok", time.Minute) // SET answered with an integer
+	assert.ErrorIs(t, err, errProtocol)
+}
+
+// TestWireQueuedCallerWithdraws: a caller queued behind a batch in flight
+// that gives up returns at once, and its command is never sent.
+func TestWireQueuedCallerWithdraws(t *testing.T) {
+	m := miniredis.RunT(t)
+	p, err := faultproxy.New(m.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	n := wired(t, redistest.Client(t, p.Addr()))
+	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the stall
+	require.NoError(t, err)
+	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+
+	// A started call, taken over by the sender when a second caller
+	// queues: the sender is then in flight, reading, until the deadline.
+	const d = 2 * time.Second
+	ctx0, cancel0 := context.WithTimeout(t.Context(), d)
+	defer cancel0()
+	p0 := n.StartAcquire(ctx0, "first", "tok", time.Minute)
+	done1 := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx0, "second", "tok", time.Minute); done1 <- err }()
+	testwait.Until(t, `n.w.inFlight() == 2`, func() bool { return n.w.inFlight() == 2 })
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx, "queued", "tok", time.Minute); done <- err }()
+	testwait.Until(t, `n.w.queued() == 1`, func() bool { return n.w.queued() == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(watchdog):
+		t.Fatal("the queued caller did not return when cancelled")
+	}
+	assert.Zero(t, n.w.queued())
+	_, err = p0.Finish()
+	assert.Error(t, err, "the stalled started call")
+	assert.Error(t, <-done1, "the stalled batched call")
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
+
+	p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
+	// The commands written during the stall are delivered after it.
+	testwait.Until(t, `m.Exists("second")`, func() bool { return m.Exists("second") })
+	testwait.Until(t, `p.Pending() == 0`, func() bool { return p.Pending() == 0 })
+	assert.True(t, m.Exists("first"))
+	assert.False(t, m.Exists("queued"), "the withdrawn command was never sent")
+}
+
+// TestWireBatchCutShortWhenAllGaveUp: callers whose batch is in flight
+// (here a started call taken over by the sender, and the call that
+// queued behind it) return at once when they give up, and once the last
+// one has, the sender stops waiting for the batch's replies.
+func TestWireBatchCutShortWhenAllGaveUp(t *testing.T) {
+	m := miniredis.RunT(t)
+	p, err := faultproxy.New(m.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	n := wired(t, redistest.Client(t, p.Addr()))
+	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the stall
+	require.NoError(t, err)
+	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+	defer p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
+
+	const long = time.Minute
+	ctx0, cancel0 := context.WithTimeout(t.Context(), long)
+	defer cancel0()
+	p0 := n.StartAcquire(ctx0, "started", "tok", time.Minute)
+	ctx1, cancel1 := context.WithTimeout(t.Context(), long)
+	defer cancel1()
+	done1 := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx1, "batched", "tok", time.Minute); done1 <- err }()
+	testwait.Until(t, `n.w.inFlight() == 2`, func() bool { return n.w.inFlight() == 2 })
+
+	cancel1()
+	select {
+	case err := <-done1:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(watchdog):
+		t.Fatal("the batched caller did not return when cancelled")
+	}
+	cancel0()
+	finished := make(chan error, 1)
+	go func() { _, err := p0.Finish(); finished <- err }()
+	select {
+	case err := <-finished:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(watchdog):
+		t.Fatal("the started call's Finish did not return when cancelled")
+	}
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() }) // long before the batch's minute
+}
+
+func TestWireClose(t *testing.T) {
+	m := miniredis.RunT(t)
+	n := wired(t, redistest.Client(t, m.Addr()))
+	ok, err := n.Acquire(t.Context(), "k", "tok", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 1, m.CurrentConnectionCount())
+	require.NoError(t, n.Close())
+	testwait.Until(t, `m.CurrentConnectionCount() == 0`, func() bool { return m.CurrentConnectionCount() == 0 })
+	_, err = n.Release(t.Context(), "k", "tok", false)
+	assert.ErrorIs(t, err, net.ErrClosed)
+	p := n.StartExtend(t.Context(), "k", "tok", time.Minute)
+	_, err = p.Finish()
+	assert.ErrorIs(t, err, net.ErrClosed)
+}
+
+func TestWireNoScript(t *testing.T) {
+	s := redistest.Start(t, 1).Servers[0]
+	c := redistest.Client(t, s.Addr())
+	n := wired(t, c)
+	ctx := t.Context()
+	ok, err := n.Acquire(ctx, "k", "tok", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	ok, err = n.Extend(ctx, "k", "tok", time.Minute)
+	require.NoError(t, err, "EXTEND after SCRIPT FLUSH falls back to EVAL")
+	assert.True(t, ok)
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	ok, err = n.StartRelease(ctx, "k", "tok", true).Finish()
+	require.NoError(t, err, "a started release after SCRIPT FLUSH falls back to EVAL")
+	assert.True(t, ok)
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	ok, fence, err := n.AcquireFenced(ctx, "f", "tok", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.EqualValues(t, 1, fence)
+	ok, err = n.RaiseFence(ctx, "f", "tok", 7)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+func TestWireKeepsGoRedisPathWhenItMust(t *testing.T) {
+	addr := miniredis.RunT(t).Addr()
+	onConnect := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		OnConnect: func(context.Context, *redis.Conn) error { return nil }})
+	t.Cleanup(func() { onConnect.Close() })
+	plain := redistest.Client(t, addr)
+	for name, b := range map[string]redlock.Backend{
+		"OnConnect":      backend(t, onConnect),
+		"WithClientPool": backend(t, plain, WithClientPool()),
+		"WithReplicaAck": backend(t, plain, WithReplicaAck(1, time.Millisecond)),
+	} {
+		n, ok := b.(*node)
+		if assert.True(t, ok, "%s: New returned %T, want the go-redis node", name, b) {
+			assert.Nil(t, n.w, name)
+		}
+		_, isStarter := b.(redlock.Starter)
+		assert.False(t, isStarter, name)
+	}
+}
+
+// TestWireAllocatesNothing: a command over the node's own connection
+// allocates nothing, alone or started. (On a real server: miniredis, in
+// the test's process, would count its own allocations.)
+func TestWireAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates, and drops pooled objects")
+	}
+	n := wired(t, redistest.Client(t, redistest.Start(t, 1).Servers[0].Addr()))
+	ctx := t.Context()
+	allocs := testing.AllocsPerRun(200, func() {
+		if ok, err := n.Acquire(ctx, "k", "tok", time.Minute); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if ok, err := n.StartRelease(ctx, "k", "tok", false).Finish(); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// TestWireQueuedCallerDoesNotWaitForAStartedCall: a call started and not
+// yet finished (its caller reads other nodes first) does not hold up the
+// callers that queue behind it: the sender writes their commands at once
+// and reads the started call's reply on its behalf.
+func TestWireQueuedCallerDoesNotWaitForAStartedCall(t *testing.T) {
+	m := miniredis.RunT(t)
+	n := wired(t, redistest.Client(t, m.Addr()))
+	ctx := t.Context()
+	p := n.StartAcquire(ctx, "started", "tok", time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		ok, err := n.Acquire(ctx, "queued", "tok", time.Minute)
+		if err == nil && !ok {
+			err = errors.New("refused")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(watchdog):
+		t.Fatal("the queued caller waited for the started call's Finish")
+	}
+	ok, err := p.Finish()
+	require.NoError(t, err)
+	assert.True(t, ok, "the started call's reply, read by the sender")
+	assert.True(t, m.Exists("started"))
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
+
+	// Its caller giving up while the sender has it: Finish returns, and
+	// the node goes on.
+	short, cancel := context.WithCancel(ctx)
+	p = n.StartRelease(short, "started", "tok", false)
+	ok, err = n.Release(ctx, "queued", "tok", false) // takes p over
+	require.NoError(t, err)
+	assert.True(t, ok)
+	cancel()
+	if _, err := p.Finish(); err != nil {
+		assert.ErrorIs(t, err, context.Canceled)
+	}
+	ok, err = n.Acquire(ctx, "after", "tok", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}

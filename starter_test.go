@@ -1,0 +1,197 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/goredis"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// journal records the order in which starting nodes were started and
+// finished.
+type journal struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.entries = append(j.entries, fmt.Sprintf(format, args...))
+}
+
+func (j *journal) take() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.entries
+	j.entries = nil
+	return e
+}
+
+// startingNode is a Starter over a Backend of the go-redis client pool
+// (WithClientPool, not itself a Starter): its Start runs nothing, its
+// Finish makes the call; both are journaled. fail, when set, is the error
+// of every Start, reported by Finish without calling the node.
+type startingNode struct {
+	redlock.Backend
+	j    *journal
+	fail error
+}
+
+type finisher struct {
+	n    *startingNode
+	call func() (bool, error)
+}
+
+func (f finisher) Finish() (bool, error) {
+	f.n.j.add("finish %s", f.n.Name())
+	if f.n.fail != nil {
+		return false, f.n.fail
+	}
+	return f.call()
+}
+
+func (n *startingNode) start(op string, call func() (bool, error)) redlock.Pending {
+	n.j.add("start %s %s", op, n.Name())
+	return finisher{n, call}
+}
+
+func (n *startingNode) StartAcquire(ctx context.Context, key, token string, ttl time.Duration) redlock.Pending {
+	return n.start("acquire", func() (bool, error) { return n.Acquire(ctx, key, token, ttl) })
+}
+
+func (n *startingNode) StartRelease(ctx context.Context, key, token string, announce bool) redlock.Pending {
+	return n.start("release", func() (bool, error) { return n.Release(ctx, key, token, announce) })
+}
+
+func (n *startingNode) StartExtend(ctx context.Context, key, token string, ttl time.Duration) redlock.Pending {
+	return n.start("extend", func() (bool, error) { return n.Extend(ctx, key, token, ttl) })
+}
+
+func startingNodes(t *testing.T, n int) ([]*startingNode, []redlock.Backend, *journal) {
+	j := &journal{}
+	sn := make([]*startingNode, n)
+	bs := make([]redlock.Backend, n)
+	for i := range sn {
+		b, err := goredis.New(redistest.Client(t, miniredisAddr(t)), goredis.WithClientPool())
+		require.NoError(t, err)
+		sn[i] = &startingNode{Backend: b, j: j}
+		bs[i] = sn[i]
+	}
+	return sn, bs, j
+}
+
+// tryLock makes one attempt.
+func tryLock(ctx context.Context, rl *redlock.Redlock, key string) (*redlock.Lock, error) {
+	return rl.Lock(ctx, key, redlock.WithStrategy(redlock.Reject()))
+}
+
+func miniredisAddr(t *testing.T) string {
+	ms, _ := minis(t, 1)
+	return ms[0].Addr()
+}
+
+// TestRoundsOverStartersStartEveryNodeFirst: over nodes that are all
+// Starters, acquire, extend and release rounds start every node's call,
+// then finish each in turn, and answer as the calls would.
+func TestRoundsOverStartersStartEveryNodeFirst(t *testing.T) {
+	sn, bs, j := startingNodes(t, 3)
+	rl, err := redlock.New(bs)
+	require.NoError(t, err)
+	ctx := t.Context()
+	l, err := tryLock(ctx, rl, "k")
+	require.NoError(t, err)
+	name := func(i int) string { return sn[i].Name() }
+	want := func(op string) []string {
+		return []string{"start " + op + " " + name(0), "start " + op + " " + name(1), "start " + op + " " + name(2),
+			"finish " + name(0), "finish " + name(1), "finish " + name(2)}
+	}
+	assert.Equal(t, want("acquire"), j.take())
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	assert.Equal(t, want("extend"), j.take())
+	_, err = tryLock(ctx, rl, "k")
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired, "the key is held")
+	j.take()
+	require.NoError(t, l.Unlock(ctx))
+	assert.Equal(t, want("release"), j.take())
+}
+
+// TestRoundsOverStartersReportFailedStarts: a node whose Start failed (a
+// refused dial) is a failed vote with its error, told to the observer,
+// and the round does not wait for it.
+func TestRoundsOverStartersReportFailedStarts(t *testing.T) {
+	sn, bs, _ := startingNodes(t, 3)
+	refused := errors.New("dial: connection refused")
+	sn[1].fail = refused
+	var mu sync.Mutex
+	var events []redlock.Event
+	rl, err := redlock.New(bs, redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventNodeError {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}
+	})))
+	require.NoError(t, err)
+	l, err := tryLock(t.Context(), rl, "k")
+	require.NoError(t, err, "two of three granted")
+	require.NoError(t, l.Unlock(t.Context()))
+
+	sn[2].fail = refused
+	_, err = tryLock(t.Context(), rl, "k")
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, 1, qe.Granted)
+	require.Len(t, qe.Failed, 2)
+	for _, f := range qe.Failed {
+		assert.ErrorIs(t, f.Err, refused)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var acquires int
+	for _, e := range events {
+		assert.ErrorIs(t, e.Err, refused)
+		if e.Op == "acquire" {
+			acquires++
+		}
+	}
+	assert.Equal(t, 3, acquires, "one failed acquire in the first round, two in the second")
+}
+
+// TestRoundsFallBackWithoutStarters: one node that is not a Starter, or
+// a fenced acquisition, and the round runs the plain calls.
+func TestRoundsFallBackWithoutStarters(t *testing.T) {
+	sn, bs, j := startingNodes(t, 3)
+	plain := append([]redlock.Backend{sn[0].Backend}, bs[1:]...)
+	rl, err := redlock.New(plain)
+	require.NoError(t, err)
+	l, err := tryLock(t.Context(), rl, "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	assert.Empty(t, j.take(), "no Start with a node that is not a Starter")
+
+	fenced, err := redlock.New(bs, redlock.WithFencing())
+	require.NoError(t, err)
+	l, err = tryLock(t.Context(), fenced, "f")
+	require.NoError(t, err)
+	for _, e := range j.take() {
+		assert.NotContains(t, e, "acquire", "a fenced acquisition is not started")
+	}
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+func (n *startingNode) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	return n.Backend.(redlock.Fencer).AcquireFenced(ctx, key, token, ttl)
+}
+
+func (n *startingNode) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	return n.Backend.(redlock.Fencer).RaiseFence(ctx, key, token, fence)
+}
