@@ -118,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"Peeker", peekerChecks},
 		{"RWLocker", rwChecks},
 		{"Transferrer", transferChecks},
+		{"FairQueuer", fairChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},
 	}
