@@ -40,7 +40,7 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	lock, err := w.run()
 	w.markHeld(lock)
 	w.stopWatching()
-	w.leaveQueue(ctx, lock != nil)
+	w.leaveQueue(ctx, lock)
 	return s.settle(ctx, start, w.attempts, lock, err)
 }
 

@@ -71,13 +71,20 @@ type FairQueuer interface {
 	// refreshes it: the score is replaced, the expiry set to now + stay).
 	// If key does not exist and ticket is then the queue's head (lowest
 	// score; equal scores in ticket order), it sets key to token with the
-	// TTL, removes ticket from the queue and reports true. Otherwise it
+	// TTL and reports true; the entry stays (a round that falls short of a
+	// quorum is rolled back with Release, and the waiter keeps its place),
+	// until ReleaseFair, LeaveQueue or its expiry removes it. Otherwise it
 	// reports false and the number of entries ahead of ticket. One atomic
 	// step (FairLua.Acquire); a key that exists is never set.
 	AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (ok bool, ahead int64, err error)
 
 	// LeaveQueue removes ticket from key's queue, if there (FairLua.Leave).
 	LeaveQueue(ctx context.Context, key, ticket string) error
+
+	// ReleaseFair is Release (announcing as Release does) that also
+	// removes ticket from key's queue, in the same step, whether or not
+	// key held token (FairLua.Release).
+	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
 }
 
 // QueueKeys returns the names of key's queue and of its entries'
@@ -91,6 +98,8 @@ var (
 	acquireFairLua string
 	//go:embed leave_queue.lua
 	leaveQueueLua string
+	//go:embed release_fair.lua
+	releaseFairLua string
 )
 
 // FairLua holds the scripts of FairQueuer, as Lua holds the others':
@@ -101,7 +110,11 @@ var (
 //     key, otherwise minus the number of entries ahead of the ticket.
 //   - Leave: KEYS[1] and KEYS[2] the queue and expiries; ARGV[1] ticket.
 //     Replies 1 if the ticket was queued, 0 otherwise.
-var FairLua = struct{ Acquire, Leave string }{acquireFairLua, leaveQueueLua}
+//   - Release: KEYS[1] lock key, KEYS[2] and KEYS[3] its queue and
+//     expiries; ARGV[1] token, ARGV[2] announce flag (as Lua.Release),
+//     ARGV[3] ticket. Removes the ticket; deletes the key if it holds the
+//     token, announcing as Lua.Release; replies 1 if deleted, 0 otherwise.
+var FairLua = struct{ Acquire, Leave, Release string }{acquireFairLua, leaveQueueLua, releaseFairLua}
 
 // WithFairness makes Lock and Do calls take a free key in the order the
 // calls started, across every locker (process) that uses it for the key:
@@ -135,6 +148,18 @@ func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string)
 	return ok, err
 }
 
+// fairHeld is the target of a lock taken through the queue: its release
+// also removes the Lock call's queue entry (ReleaseFair). The waiter's
+// rollbacks use fairKey's, plain Release, which keeps the entry.
+type fairHeld struct {
+	oneKey
+	ticket string
+}
+
+func (f fairHeld) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
+	return b.(FairQueuer).ReleaseFair(ctx, s.key, token, f.ticket, announce)
+}
+
 // plan sets the stay of the entry that the next attempt refreshes: the
 // attempt after it comes within about twice delay (the current backoff
 // delay; Retry doubles it), or for a first attempt within Retry's base.
@@ -155,17 +180,19 @@ func (w *waiter) fair() *fairKey {
 	return f
 }
 
-// leaveQueue ends a fair Lock call's stay in the queues: on every node
-// when it did not get the lock, on the nodes that did not grant it
-// otherwise (the granting ones removed the entry in the same step). Best
-// effort, detached from cancellation, bounded by the node timeout.
-func (w *waiter) leaveQueue(ctx context.Context, got bool) {
+// leaveQueue ends a fair Lock call's stay in the queues. With the lock,
+// the lock's release will remove the entry (fairHeld) on the nodes that
+// granted it, and leaveQueue removes it on the others now; without, on
+// every node. Best effort, detached from cancellation, bounded by the
+// node timeout.
+func (w *waiter) leaveQueue(ctx context.Context, lock *Lock) {
 	f := w.fair()
 	if f == nil || w.attempts == 0 {
 		return
 	}
-	nodes := w.nodes
+	nodes, got := w.nodes, lock != nil
 	if got {
+		lock.what = fairHeld{ticket: f.ticket} // before anyone else sees lock
 		nodes = nil
 		for i, err := range w.last {
 			if err != nil {

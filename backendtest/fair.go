@@ -46,6 +46,24 @@ func (n *node) mustGrantFair(key, ticket string, score int64) string {
 	return tok
 }
 
+func (n *node) releaseFair(key, tok, ticket string) bool {
+	n.t.Helper()
+	ctx, cancel := n.ctx()
+	defer cancel()
+	ok, err := n.fairQueuer().ReleaseFair(ctx, key, tok, ticket, false)
+	if err != nil {
+		n.t.Fatalf("ReleaseFair(%q, %q, %q): unexpected error: %v", key, tok, ticket, err)
+	}
+	return ok
+}
+
+func (n *node) mustReleaseFair(key, tok, ticket string) {
+	n.t.Helper()
+	if !n.releaseFair(key, tok, ticket) {
+		n.t.Fatalf("ReleaseFair(%q) with the token that holds the key reported false, want true", key)
+	}
+}
+
 func (n *node) leave(key, ticket string) {
 	n.t.Helper()
 	ctx, cancel := n.ctx()
@@ -56,11 +74,27 @@ func (n *node) leave(key, ticket string) {
 }
 
 var fairChecks = []check{
-	// An empty queue grants a free key, and the grant leaves no entry.
+	// An empty queue grants a free key. The grant keeps the entry at the
+	// head (a plain Release, a rollback, keeps it); ReleaseFair removes it.
 	{"Free", func(n *node) {
 		key := n.key()
 		n.mustRelease(key, n.mustGrantFair(key, "a", 20))
-		n.mustRelease(key, n.mustGrantFair(key, "b", 30)) // "a" left no entry ahead
+		n.mustQueue(key, "b", 30, longTTL, 1) // "a" still ahead
+		n.mustReleaseFair(key, n.mustGrantFair(key, "a", 20), "a")
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 30), "b")
+	}},
+	// ReleaseFair by someone not holding the key removes its entry, and
+	// deletes nothing.
+	{"ReleaseFairNotHolder", func(n *node) {
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "a", 1, longTTL, 0)
+		if n.releaseFair(key, token(), "a") {
+			n.t.Fatal("ReleaseFair with a token that does not hold the key reported true, want false")
+		}
+		n.mustQueue(key, "b", 2, longTTL, 0) // "a" is gone
+		n.mustRelease(key, holder)
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
 	}},
 	// A held key is refused to the head too, and keeps its token.
 	{"RefuseWhileHeld", func(n *node) {
@@ -82,8 +116,8 @@ var fairChecks = []check{
 		n.mustQueue(key, "late", 200, longTTL, 1)
 		n.mustRelease(key, holder)
 		n.mustQueue(key, "late", 200, longTTL, 1) // free, but not the head
-		n.mustRelease(key, n.mustGrantFair(key, "early", 100))
-		n.mustRelease(key, n.mustGrantFair(key, "late", 200))
+		n.mustReleaseFair(key, n.mustGrantFair(key, "early", 100), "early")
+		n.mustReleaseFair(key, n.mustGrantFair(key, "late", 200), "late")
 	}},
 	// An entry that is not refreshed within its stay stops blocking.
 	{"DeadEntryExpires", func(n *node) {
@@ -100,7 +134,7 @@ var fairChecks = []check{
 		if n.tg.Elapse != nil {
 			time.Sleep(time.Until(start.Add(n.ttl + n.pad)))
 		}
-		n.mustRelease(key, n.mustGrantFair(key, "alive", 2))
+		n.mustReleaseFair(key, n.mustGrantFair(key, "alive", 2), "alive")
 	}},
 	// A ticket that leaves no longer blocks; leaving twice is harmless.
 	{"Leave", func(n *node) {
@@ -112,7 +146,7 @@ var fairChecks = []check{
 		n.mustRelease(key, holder)
 		n.leave(key, "a")
 		n.leave(key, "a")
-		n.mustRelease(key, n.mustGrantFair(key, "b", 2))
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
 	}},
 	// Acquire ignores the queue (a locker without WithFairness barges).
 	{"AcquireIgnoresQueue", func(n *node) {

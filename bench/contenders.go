@@ -184,7 +184,10 @@ func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Conte
 	return l, nil
 }
 
-var waitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy)}
+// waitOpt is what the redlock contender's waiting Lock calls add: the
+// strategy, and the queue on the nodes (WithFairness) so that waiters of
+// several processes take the key in the order they came.
+var waitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy), redlock.WithFairness()}
 
 func (c *redlockC) Acquire(ctx context.Context, key string, wait bool) (Held, error) {
 	var opts []redlock.Option

@@ -11,6 +11,7 @@ import (
 var (
 	acquireFairScript = newScript(redlock.FairLua.Acquire)
 	leaveQueueScript  = newScript(redlock.FairLua.Leave)
+	releaseFairScript = newScript(redlock.FairLua.Release)
 )
 
 // AcquireFair runs redlock.FairLua.Acquire on the key and its queue
@@ -36,6 +37,32 @@ func (g *node) LeaveQueue(ctx context.Context, key, ticket string) error {
 	q, exp := redlock.QueueKeys(key)
 	_, _, err := g.exec(ctx, false, leaveQueueScript, 2, q, exp, ticket)
 	return err
+}
+
+// ReleaseFair runs redlock.FairLua.Release, announcing with PUBLISH.
+func (g *node) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	return g.releaseFair(ctx, key, token, ticket, announce, "1")
+}
+
+func (g *node) releaseFair(ctx context.Context, key, token, ticket string, announce bool, publish string) (bool, error) {
+	flag := "0"
+	if announce {
+		flag = publish
+	}
+	q, exp := redlock.QueueKeys(key)
+	n, err := g.run(ctx, releaseFairScript, 3, key, q, exp, token, flag, ticket)
+	return n == 1, err
+}
+
+// ReleaseFair on a cluster maps the key as Release does, and announces
+// with SPUBLISH.
+func (g *clusterNode) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	ok, err := g.node.releaseFair(ctx, k, token, ticket, announce, "2")
+	return ok, g.failed(err)
 }
 
 // AcquireFair on a cluster maps the key as Acquire does (clusterKey): the

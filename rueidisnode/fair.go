@@ -13,6 +13,7 @@ import (
 var (
 	acquireFairScript = rueidis.NewLuaScript(redlock.FairLua.Acquire)
 	leaveQueueScript  = rueidis.NewLuaScript(redlock.FairLua.Leave)
+	releaseFairScript = rueidis.NewLuaScript(redlock.FairLua.Release)
 )
 
 // AcquireFair runs redlock.FairLua.Acquire on the key and its queue
@@ -35,6 +36,31 @@ func (n *node) LeaveQueue(ctx context.Context, key, ticket string) error {
 	q, exp := redlock.QueueKeys(key)
 	_, err := n.run(ctx, leaveQueueScript, []string{q, exp}, ticket)
 	return err
+}
+
+// ReleaseFair runs redlock.FairLua.Release, announcing with PUBLISH.
+func (n *node) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	return n.releaseFair(ctx, key, token, ticket, announce, "1")
+}
+
+func (n *node) releaseFair(ctx context.Context, key, token, ticket string, announce bool, publish string) (bool, error) {
+	flag := "0"
+	if announce {
+		flag = publish
+	}
+	q, exp := redlock.QueueKeys(key)
+	v, err := n.run(ctx, releaseFairScript, []string{key, q, exp}, token, flag, ticket)
+	return v == 1, err
+}
+
+// ReleaseFair on a cluster maps the key as Release does, and announces
+// with SPUBLISH.
+func (g *clusterNode) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.releaseFair(ctx, k, token, ticket, announce, "2")
 }
 
 // AcquireFair on a cluster maps the key as Acquire does (clusterKey): the

@@ -11,6 +11,7 @@ import (
 const (
 	AcquireFair Op = "acquire fair"
 	LeaveQueue  Op = "leave queue"
+	ReleaseFair Op = "release fair"
 )
 
 // AcquireFair passes through the hook to the wrapped node, which must
@@ -31,4 +32,13 @@ func (n *Node) LeaveQueue(ctx context.Context, key, ticket string) error {
 		return Result{OK: true, Err: n.inner.(redlock.FairQueuer).LeaveQueue(ctx, key, ticket)}
 	}})
 	return r.Err
+}
+
+// ReleaseFair passes through the hook to the wrapped node.
+func (n *Node) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	r := n.call(ctx, Call{Op: ReleaseFair, Key: key, Token: token, send: func(ctx context.Context) Result {
+		ok, err := n.inner.(redlock.FairQueuer).ReleaseFair(ctx, key, token, ticket, announce)
+		return Result{OK: ok, Err: err}
+	}})
+	return r.OK, r.Err
 }
