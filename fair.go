@@ -45,11 +45,15 @@ import (
 // sets it to live for about twice the current backoff delay plus two node
 // timeouts (the next attempt comes before), never more than the TTL. So a
 // waiter that died blocks a free key no longer than a holder that died
-// would have held it. A Lock call that ends without the lock (strategy
-// exhausted, context over) leaves the queue on every node, and one that
-// got the lock leaves it on the nodes that did not grant, each in a
-// best-effort round detached from cancellation and bounded by the node
-// timeout; a leave that is lost costs only the entry's expiry.
+// would have held it. A grant keeps the entry at the head (the round may
+// still fall short and be rolled back; the waiter must keep its place);
+// the holder's Unlock removes it with the release, in one step
+// (ReleaseFair), and it expires no later than the key itself would. A
+// Lock call that ends without the lock (strategy exhausted, context over)
+// leaves the queue on every node, and one that got the lock leaves it on
+// the nodes that did not grant, each in a best-effort round detached from
+// cancellation and bounded by the node timeout; a leave that is lost
+// costs only the entry's expiry.
 //
 // Limits. The scores are wall-clock times of the processes' hosts, so
 // clock skew between hosts tilts the order (not exclusion). A head that
@@ -58,8 +62,10 @@ import (
 // until then: fairness costs throughput without hand-off. Lockers without
 // WithFairness use plain SET NX, ignore the queue and can barge in ahead
 // of it. Fair locks are never transferred within a locker (handoff.go):
-// the queue, not the locker's line, names the next holder. WithFairness
-// applies to Lock and Do; fenced locks (WithFencing) are refused with it,
+// the queue, not the locker's line, names the next holder (so within one
+// process the option costs the transfers' gain). WithFairness applies to
+// Lock, Do and an election's campaigns; fenced locks (WithFencing) are
+// refused with it,
 // and sets (LockMany), readers and writers, and semaphores ignore it.
 
 // FairQueuer is the optional capability of a Backend that keeps the
