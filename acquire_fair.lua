@@ -15,6 +15,7 @@
 -- free key. A grant keeps our entry at the head: the round may still fall
 -- short of a quorum and be rolled back, and the entry must then still
 -- hold our place. The holder's release (release_fair.lua) removes it.
+-- TIME before writes needs effects replication (the default since Redis 5).
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call("zrangebyscore", KEYS[3], "-inf", now)
