@@ -209,9 +209,10 @@ func (w *waiter) leaveQueue(ctx context.Context, lock *Lock) {
 			return
 		}
 	}
+	key, ticket := w.key, f.ticket // the closure captures no waiter, which stays on Lock's stack
 	w.on(nodes).fanOut(context.WithoutCancel(ctx), "leave queue", nil,
 		func(ctx context.Context, _ int, b Backend) (bool, error) {
-			return true, b.(FairQueuer).LeaveQueue(ctx, w.key, f.ticket)
+			return true, b.(FairQueuer).LeaveQueue(ctx, key, ticket)
 		})
 }
 
