@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"time"
 )
@@ -146,7 +147,7 @@ type fairKey struct {
 }
 
 func newFairKey(clk Clock) *fairKey {
-	return &fairKey{ticket: newToken(), score: clk.Now().UnixMicro()}
+	return &fairKey{ticket: rand.Text(), score: clk.Now().UnixMicro()}
 }
 
 func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
