@@ -24,7 +24,11 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
 	}
-	return scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}, cfg.validateNodes(l.nodes)
+	s := scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}
+	if cfg.fair {
+		s.what = newFairKey(cfg.clock)
+	}
+	return s, cfg.validateNodes(l.nodes)
 }
 
 // acquire is the strategy engine shared by Single and Redlock: attempt,
@@ -36,6 +40,7 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	lock, err := w.run()
 	w.markHeld(lock)
 	w.stopWatching()
+	w.leaveQueue(ctx, lock)
 	return s.settle(ctx, start, w.attempts, lock, err)
 }
 
@@ -91,6 +96,9 @@ func (w *waiter) run() (*Lock, error) {
 			}
 			return nil, exhausted(retry, w.attempts, err)
 		}
+		if f := w.fair(); f != nil {
+			f.delay = delay
+		}
 		timer := w.cfg.clock.After(delay) // subscribing below must not lengthen the delay
 		lock, e := w.waitOut(timer, delay)
 		if lock != nil {
@@ -143,7 +151,7 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 			if lock := w.transferred(); lock != nil {
 				return lock, nil
 			}
-			if w.gate < 0 && !spread(w.ctx, len(w.nodes)) {
+			if w.gate < 0 && w.fair() == nil && !spread(w.ctx, len(w.nodes)) {
 				continue // ctx ended: the next select returns
 			}
 			lock, e := w.try(true)
@@ -164,7 +172,7 @@ func (w *waiter) watch() bool {
 	}
 	w.wake, w.unwatch = wake, stop
 	wake.record(w.last)
-	if len(w.nodes) > 1 {
+	if len(w.nodes) > 1 && w.fair() == nil { // fair waiters agree on the head: no gate
 		if g := gateFor(w.key, w.nodes); wake.notifies[g] {
 			w.gate = g
 			wake.gateOn(g)
@@ -196,6 +204,9 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	if until, held := w.heldHere(); held && !woken {
 		// Held by this locker: the nodes would refuse (line.heldUntil).
 		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
+	}
+	if f := w.fair(); f != nil {
+		f.plan(w.cfg)
 	}
 	token := newToken(w.cfg.tokenSuffix)
 	if w.wake != nil {

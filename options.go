@@ -30,6 +30,7 @@ type config struct {
 	autoRenew   bool
 	fencing     bool
 	noHandoff   bool
+	fair        bool // WithFairness (fair.go)
 	observer    Observer
 	lines       *lines // the locker's waiters (line.go), shared by copies
 	tokenSuffix string // appended to every attempt's random token (election.go)
@@ -135,6 +136,9 @@ func setup(nodes []Backend, opts []Option) (config, error) {
 
 // validateNodes checks that the nodes support what the options ask for.
 func (c *config) validateNodes(nodes []Backend) error {
+	if err := c.validateFair(nodes); err != nil {
+		return err
+	}
 	if !c.fencing {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -64,9 +65,12 @@ type Impl string
 // this library on its go-redis adapter, RedlockRueidis the same lockers on
 // its rueidis adapter, with rueidis clients of their own to the same
 // servers (rueidis defaults), and RedlockRueidisFlush the same with
-// rueidis's MaxFlushDelay set to FlushDelay.
+// rueidis's MaxFlushDelay set to FlushDelay. RedlockFair is Redlock whose
+// waiting Lock calls also ask for the queue on the nodes
+// (redlock.WithFairness); it runs in the hand-off scenarios only.
 const (
 	Redlock             Impl = "redlock"
+	RedlockFair         Impl = "redlock-fair"
 	RedlockRueidis      Impl = "redlock-rueidis"
 	RedlockRueidisFlush Impl = "redlock-rueidis-flushdelay"
 	RedsyncDefault      Impl = "redsync"
@@ -81,7 +85,9 @@ const (
 func New(impl Impl, clients []*redis.Client) (Contender, error) {
 	switch impl {
 	case Redlock:
-		return newRedlock(clients)
+		return newRedlock(clients, waitOpt)
+	case RedlockFair:
+		return newRedlock(clients, fairWaitOpt)
 	case RedlockRueidis:
 		return newRedlockRueidis(clients, 0)
 	case RedlockRueidisFlush:
@@ -109,7 +115,8 @@ var WaitStrategy = redlock.Retry(8, time.Millisecond)
 
 type redlockC struct {
 	l     redlock.Locker
-	close func() // nil: nothing of its own to close
+	wait  []redlock.Option // what a waiting Lock call adds
+	close func()           // nil: nothing of its own to close
 }
 
 // Close closes the clients the contender made for itself.
@@ -119,16 +126,33 @@ func (c *redlockC) Close() {
 	}
 }
 
-func newRedlock(clients []*redis.Client) (Contender, error) {
+// newRedlock is the library on its go-redis adapter over clients; wait
+// is what its waiting Lock calls add. Its Close closes the nodes' own
+// connections (goredis.New opens one per plain client).
+func newRedlock(clients []*redis.Client, wait []redlock.Option) (Contender, error) {
 	bs := make([]redlock.Backend, len(clients))
+	closeAll := func() {
+		for _, b := range bs {
+			if c, ok := b.(io.Closer); ok {
+				c.Close()
+			}
+		}
+	}
 	for i, c := range clients {
 		b, err := goredis.New(c)
 		if err != nil {
+			closeAll()
 			return nil, err
 		}
 		bs[i] = b
 	}
-	return newLocker(bs)
+	l, err := newLocker(bs)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	l.wait, l.close = wait, closeAll
+	return l, nil
 }
 
 func newLocker(bs []redlock.Backend) (*redlockC, error) {
@@ -184,12 +208,22 @@ func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Conte
 	return l, nil
 }
 
-var waitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy)}
+// waitOpt is what the redlock contenders' waiting Lock calls add: the
+// strategy; fairWaitOpt, RedlockFair's, adds the queue on the nodes
+// (WithFairness) so that waiters of several processes take the key in
+// the order they came.
+var (
+	waitOpt     = []redlock.Option{redlock.WithStrategy(WaitStrategy)}
+	fairWaitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy), redlock.WithFairness()}
+)
 
 func (c *redlockC) Acquire(ctx context.Context, key string, wait bool) (Held, error) {
 	var opts []redlock.Option
 	if wait {
-		opts = waitOpt
+		opts = c.wait
+		if opts == nil {
+			opts = waitOpt
+		}
 	}
 	l, err := c.l.Lock(ctx, key, opts...)
 	if errors.Is(err, redlock.ErrNotAcquired) {

@@ -1,0 +1,164 @@
+package backendtest
+
+import (
+	"time"
+
+	"github.com/quorumlock/redlock"
+)
+
+// fairQueuer returns the node's FairQueuer, or skips the subtest.
+func (n *node) fairQueuer() redlock.FairQueuer {
+	n.t.Helper()
+	fq, ok := n.b.(redlock.FairQueuer)
+	if !ok {
+		n.t.Skipf("%T does not implement redlock.FairQueuer (optional; WithFairness then refuses the node)", n.b)
+	}
+	return fq
+}
+
+// fair makes one AcquireFair call with a fresh token and longTTL, and
+// returns the token with the answer.
+func (n *node) fair(key, ticket string, score int64, stay time.Duration) (tok string, ok bool, ahead int64) {
+	n.t.Helper()
+	ctx, cancel := n.ctx()
+	defer cancel()
+	tok = token()
+	ok, ahead, err := n.fairQueuer().AcquireFair(ctx, key, tok, longTTL, ticket, score, stay)
+	if err != nil {
+		n.t.Fatalf("AcquireFair(%q, ticket %q, score %d): unexpected error: %v", key, ticket, score, err)
+	}
+	return tok, ok, ahead
+}
+
+func (n *node) mustQueue(key, ticket string, score int64, stay time.Duration, wantAhead int64) {
+	n.t.Helper()
+	if _, ok, ahead := n.fair(key, ticket, score, stay); ok || ahead != wantAhead {
+		n.t.Fatalf("AcquireFair(ticket %q, score %d) = %v, %d ahead; want false, %d ahead", ticket, score, ok, ahead, wantAhead)
+	}
+}
+
+func (n *node) mustGrantFair(key, ticket string, score int64) string {
+	n.t.Helper()
+	tok, ok, ahead := n.fair(key, ticket, score, longTTL)
+	if !ok {
+		n.t.Fatalf("AcquireFair(ticket %q, score %d) of a free key, as the queue's head, = false, %d ahead; want true", ticket, score, ahead)
+	}
+	return tok
+}
+
+func (n *node) releaseFair(key, tok, ticket string) bool {
+	n.t.Helper()
+	ctx, cancel := n.ctx()
+	defer cancel()
+	ok, err := n.fairQueuer().ReleaseFair(ctx, key, tok, ticket, false)
+	if err != nil {
+		n.t.Fatalf("ReleaseFair(%q, %q, %q): unexpected error: %v", key, tok, ticket, err)
+	}
+	return ok
+}
+
+func (n *node) mustReleaseFair(key, tok, ticket string) {
+	n.t.Helper()
+	if !n.releaseFair(key, tok, ticket) {
+		n.t.Fatalf("ReleaseFair(%q) with the token that holds the key reported false, want true", key)
+	}
+}
+
+func (n *node) leave(key, ticket string) {
+	n.t.Helper()
+	ctx, cancel := n.ctx()
+	defer cancel()
+	if err := n.fairQueuer().LeaveQueue(ctx, key, ticket); err != nil {
+		n.t.Fatalf("LeaveQueue(%q, %q): unexpected error: %v", key, ticket, err)
+	}
+}
+
+var fairChecks = []check{
+	// An empty queue grants a free key. The grant keeps the entry at the
+	// head (a plain Release, a rollback, keeps it); ReleaseFair removes it.
+	{"Free", func(n *node) {
+		key := n.key()
+		n.mustRelease(key, n.mustGrantFair(key, "a", 20))
+		n.mustQueue(key, "b", 30, longTTL, 1) // "a" still ahead
+		n.mustReleaseFair(key, n.mustGrantFair(key, "a", 20), "a")
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 30), "b")
+	}},
+	// ReleaseFair by someone not holding the key removes its entry, and
+	// deletes nothing.
+	{"ReleaseFairNotHolder", func(n *node) {
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "a", 1, longTTL, 0)
+		if n.releaseFair(key, token(), "a") {
+			n.t.Fatal("ReleaseFair with a token that does not hold the key reported true, want false")
+		}
+		n.mustQueue(key, "b", 2, longTTL, 0) // "a" is gone
+		n.mustRelease(key, holder)
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
+	}},
+	// A held key is refused to the head too, and keeps its token.
+	{"RefuseWhileHeld", func(n *node) {
+		n.fairQueuer()
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "a", 10, longTTL, 0)
+		n.mustQueue(key, "a", 10, longTTL, 0) // a refresh: still the head
+		n.mustRelease(key, holder)
+	}},
+	// The queue is ordered by the caller's score, not by arrival, and a
+	// refresh keeps the place.
+	{"OrderByScore", func(n *node) {
+		n.fairQueuer()
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "late", 200, longTTL, 0)
+		n.mustQueue(key, "early", 100, longTTL, 0)
+		n.mustQueue(key, "late", 200, longTTL, 1)
+		n.mustRelease(key, holder)
+		n.mustQueue(key, "late", 200, longTTL, 1) // free, but not the head
+		n.mustReleaseFair(key, n.mustGrantFair(key, "early", 100), "early")
+		n.mustReleaseFair(key, n.mustGrantFair(key, "late", 200), "late")
+	}},
+	// An entry that is not refreshed within its stay stops blocking.
+	{"DeadEntryExpires", func(n *node) {
+		n.fairQueuer()
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "dead", 1, n.ttl, 0)
+		n.mustRelease(key, holder)
+		start := time.Now()
+		n.mustQueue(key, "alive", 2, longTTL, 1)
+		// The entries expire by the server's time: sleep on real time too,
+		// where Elapse moves a fake clock (miniredis).
+		n.expire(n.ttl)
+		if n.tg.Elapse != nil {
+			time.Sleep(time.Until(start.Add(n.ttl + n.pad)))
+		}
+		n.mustReleaseFair(key, n.mustGrantFair(key, "alive", 2), "alive")
+	}},
+	// A ticket that leaves no longer blocks; leaving twice is harmless.
+	{"Leave", func(n *node) {
+		n.fairQueuer()
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "a", 1, longTTL, 0)
+		n.mustQueue(key, "b", 2, longTTL, 1)
+		n.mustRelease(key, holder)
+		n.leave(key, "a")
+		n.leave(key, "a")
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
+	}},
+	// Acquire ignores the queue (a locker without WithFairness barges).
+	{"AcquireIgnoresQueue", func(n *node) {
+		n.fairQueuer()
+		key, holder := n.key(), token()
+		n.mustAcquire(key, holder, longTTL)
+		n.mustQueue(key, "a", 1, longTTL, 0)
+		n.mustRelease(key, holder)
+		tok := token()
+		n.mustAcquire(key, tok, longTTL)
+		n.mustQueue(key, "a", 1, longTTL, 0)
+		n.mustRelease(key, tok)
+		n.leave(key, "a")
+	}},
+}

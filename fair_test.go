@@ -1,0 +1,222 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/exclusion"
+	"github.com/quorumlock/redlock/internal/fakenode"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fairLockers starts n redis-servers and returns k Redlocks over them,
+// each over fake nodes of its own (k lockers stand for k processes), with
+// WithFairness, plus the fakes (per locker) and plain clients.
+func fairLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Redlock, [][]*fakenode.Node, []*redis.Client) {
+	t.Helper()
+	c := redistest.Start(t, n)
+	clients := make([]*redis.Client, n)
+	for i, addr := range c.Addrs() {
+		clients[i] = redistest.Client(t, addr)
+	}
+	opts = append([]redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Retry(5, time.Second)),
+		redlock.WithFairness()}, opts...)
+	rls := make([]*redlock.Redlock, k)
+	fakes := make([][]*fakenode.Node, k)
+	for j := range k {
+		bs := make([]redlock.Backend, n)
+		for i, cl := range clients {
+			bs[i] = node(t, cl)
+		}
+		wrapped, ns := fakenode.WrapAll(bs)
+		rl, err := redlock.New(wrapped, opts...)
+		require.NoError(t, err)
+		rls[j], fakes[j] = rl, ns
+	}
+	return rls, fakes, clients
+}
+
+// queued starts a Lock of key on rl and returns once its first attempt
+// was answered by every node (so it is queued there).
+func queued(t *testing.T, ctx context.Context, rl *redlock.Redlock, ns []*fakenode.Node, key string) <-chan lockResult {
+	t.Helper()
+	before := calls(ns, fakenode.AcquireFair)
+	ch := make(chan lockResult, 1)
+	go func() {
+		l, err := rl.Lock(ctx, key)
+		ch <- lockResult{l, err}
+	}()
+	testwait.Until(t, "the waiter is queued on every node", func() bool { return calls(ns, fakenode.AcquireFair) >= before+len(ns) })
+	return ch
+}
+
+func queueLen(t *testing.T, clients []*redis.Client, key string) int64 {
+	t.Helper()
+	var n int64
+	for _, c := range clients {
+		q, _ := redlock.QueueKeys(key)
+		v, err := c.ZCard(t.Context(), q).Result()
+		require.NoError(t, err)
+		n += v
+	}
+	return n
+}
+
+// Waiters of different lockers (processes) take a released key in the
+// order their Lock calls started, not by who wakes first: the releasing
+// locker's own later waiter comes after the other locker's earlier one.
+func TestFairOrderAcrossLockers(t *testing.T) {
+	rls, fakes, clients := fairLockers(t, 3, 2)
+	a, b := rls[0], rls[1]
+	const key = "fair:order"
+	held, err := a.Lock(t.Context(), key)
+	require.NoError(t, err)
+	first := queued(t, t.Context(), b, fakes[1], key)
+	second := queued(t, t.Context(), a, fakes[0], key)
+	third := queued(t, t.Context(), b, fakes[1], key)
+
+	require.NoError(t, held.Unlock(t.Context()))
+	for i, ch := range []<-chan lockResult{first, second, third} {
+		r := <-ch
+		require.NoError(t, r.err, "waiter %d", i+1)
+		for j, other := range []<-chan lockResult{first, second, third}[i+1:] {
+			select {
+			case r2 := <-other:
+				t.Fatalf("waiter %d got %v while waiter %d held the key", i+j+2, r2.err, i+1)
+			default:
+			}
+		}
+		require.NoError(t, r.l.Unlock(t.Context()))
+	}
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
+// A waiter that died (its entry is never refreshed nor removed) blocks a
+// free key only until its entry expires.
+func TestFairDeadWaiterExpires(t *testing.T) {
+	rls, fakes, clients := fairLockers(t, 3, 1, redlock.WithStrategy(redlock.Retry(100, 10*time.Millisecond)))
+	const key = "fair:dead"
+	for _, f := range fakes[0] { // a waiter that started first, then died
+		ok, ahead, err := f.AcquireFair(t.Context(), key, "dead-token", 5*time.Second, "dead", 1, 200*time.Millisecond)
+		require.NoError(t, err)
+		require.True(t, ok, "the free key was granted to the first waiter, %d ahead", ahead)
+		_, err = f.Release(t.Context(), key, "dead-token", false) // a rollback keeps the entry
+		require.NoError(t, err)
+	}
+	before := calls(fakes[0], fakenode.AcquireFair)
+	l, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err, "the dead waiter's entry expired")
+	assert.Greater(t, calls(fakes[0], fakenode.AcquireFair)-before, 3, "the first round was refused: the dead entry was ahead")
+	require.NoError(t, l.Unlock(t.Context()))
+	assert.Zero(t, queueLen(t, clients, key))
+}
+
+// A Lock call that gives up (Reject, or its context ends) leaves the
+// queue on every node.
+func TestFairLeavesWhenGivingUp(t *testing.T) {
+	rls, fakes, clients := fairLockers(t, 3, 2)
+	const key = "fair:leave"
+	held, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+	holder := queueLen(t, clients, key) // the holder's entries stay until its release
+	_, err = rls[1].Lock(t.Context(), key, redlock.WithStrategy(redlock.Reject()))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.Equal(t, holder, queueLen(t, clients, key), "Reject left the queue")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := queued(t, ctx, rls[1], fakes[1], key)
+	cancel()
+	r := <-ch
+	require.ErrorIs(t, r.err, context.Canceled)
+	assert.Equal(t, holder, queueLen(t, clients, key), "a cancelled waiter left the queue")
+	require.NoError(t, held.Unlock(t.Context()))
+	assert.Zero(t, queueLen(t, clients, key), "the holder's release left the queue")
+}
+
+func TestFairnessValidation(t *testing.T) {
+	_, bs := minis(t, 1)
+	n := fakenode.Wrap(bs[0])
+	_, err := redlock.NewSingle(fakenode.Plain(n), redlock.WithFairness())
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a node that is not a FairQueuer")
+	_, err = redlock.NewSingle(n, redlock.WithFairness(), redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "fairness with fencing")
+	s, err := redlock.NewSingle(n)
+	require.NoError(t, err)
+	_, err = s.Lock(t.Context(), "fair:validate", redlock.WithFairness(), redlock.WithFencing())
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "fairness with fencing, per call")
+}
+
+// Three lockers (processes) of two goroutines each, all fair, while each
+// node at random loses replies (the command ran), fails calls (it did not
+// run) or delivers them late (after the caller gave up): rounds that fall
+// short, grants rolled back and entries left behind must never let two
+// holders in at once.
+func TestFairExclusionUnderFaults(t *testing.T) {
+	rls, fakes, _ := fairLockers(t, 3, 3, redlock.WithTTL(300*time.Millisecond), redlock.WithNodeTimeout(30*time.Millisecond),
+		redlock.WithStrategy(redlock.Retry(100, 5*time.Millisecond)))
+	var late sync.WaitGroup
+	defer late.Wait()
+	var mu sync.Mutex
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("fault seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 14))
+	for _, ns := range fakes {
+		for _, f := range ns {
+			f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+				mu.Lock()
+				p := rng.IntN(100)
+				mu.Unlock()
+				switch {
+				case p < 8: // lost reply
+					c.Send(ctx)
+					return fakenode.Result{Err: fakenode.ErrInjected}
+				case p < 12: // never sent
+					return fakenode.Result{Err: fakenode.ErrInjected}
+				case p < 16: // delivered after the caller gave up
+					late.Go(func() {
+						time.Sleep(40 * time.Millisecond)
+						c.Send(context.Background())
+					})
+					return fakenode.Result{Err: fakenode.ErrInjected}
+				}
+				return c.Send(ctx)
+			})
+		}
+	}
+	chk := exclusion.New()
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for p, rl := range rls {
+		for g := range 2 {
+			wg.Go(func() {
+				for n := 0; time.Now().Before(stop); n++ {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+					l, err := rl.Lock(ctx, "fair:faults")
+					if err != nil {
+						cancel()
+						chk.Fail(exclusion.Other, err)
+						continue
+					}
+					in := chk.Enter("fair:faults", fmt.Sprintf("p%dg%d#%d", p, g, n), l.Until())
+					time.Sleep(time.Millisecond)
+					in.Exit()
+					_ = l.Unlock(ctx) // may fail under faults; exclusion is what counts
+					cancel()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	assert.Empty(t, chk.Overlaps())
+	assert.NotEmpty(t, chk.Sections(), "some Lock calls got the key")
+	t.Log(len(chk.Sections()), "sections")
+}

@@ -1,0 +1,86 @@
+package goredis
+
+import (
+	"context"
+	"time"
+
+	"github.com/quorumlock/redlock"
+)
+
+// The scripts of redlock.FairQueuer (WithFairness).
+var (
+	acquireFairScript = newScript(redlock.FairLua.Acquire)
+	leaveQueueScript  = newScript(redlock.FairLua.Leave)
+	releaseFairScript = newScript(redlock.FairLua.Release)
+)
+
+// AcquireFair runs redlock.FairLua.Acquire on the key and its queue
+// (redlock.QueueKeys). A grant waits for the replicas WithReplicaAck, as
+// Acquire does.
+func (g *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+	q, exp := redlock.QueueKeys(key)
+	n, wait, err := g.exec(ctx, true, acquireFairScript, 3, key, q, exp, token, ttl.Milliseconds(), ticket, score, stay.Milliseconds())
+	if err != nil {
+		return false, 0, err
+	}
+	if n != 1 {
+		return false, -n, nil
+	}
+	if err := g.acked(wait); err != nil {
+		return false, 0, err // made, maybe lost in a failover: may have happened
+	}
+	return true, 0, nil
+}
+
+// LeaveQueue runs redlock.FairLua.Leave on the key's queue.
+func (g *node) LeaveQueue(ctx context.Context, key, ticket string) error {
+	q, exp := redlock.QueueKeys(key)
+	_, _, err := g.exec(ctx, false, leaveQueueScript, 2, q, exp, ticket)
+	return err
+}
+
+// ReleaseFair runs redlock.FairLua.Release, announcing with PUBLISH.
+func (g *node) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	return g.releaseFair(ctx, key, token, ticket, announce, "1")
+}
+
+func (g *node) releaseFair(ctx context.Context, key, token, ticket string, announce bool, publish string) (bool, error) {
+	flag := "0"
+	if announce {
+		flag = publish
+	}
+	q, exp := redlock.QueueKeys(key)
+	n, err := g.run(ctx, releaseFairScript, 3, key, q, exp, token, flag, ticket)
+	return n == 1, err
+}
+
+// ReleaseFair on a cluster maps the key as Release does, and announces
+// with SPUBLISH.
+func (g *clusterNode) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	ok, err := g.node.releaseFair(ctx, k, token, ticket, announce, "2")
+	return ok, g.failed(err)
+}
+
+// AcquireFair on a cluster maps the key as Acquire does (clusterKey): the
+// queue's names extend the mapped key, so they share its hash slot.
+func (g *clusterNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	ok, ahead, err := g.node.AcquireFair(ctx, k, token, ttl, ticket, score, stay)
+	return ok, ahead, g.failed(err)
+}
+
+// LeaveQueue on a cluster maps the key as Acquire does (clusterKey).
+func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error {
+	k, err := clusterKey(key)
+	if err != nil {
+		return err
+	}
+	return g.failed(g.node.LeaveQueue(ctx, k, ticket))
+}

@@ -1,0 +1,83 @@
+package rueidisnode
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/redis/rueidis"
+)
+
+// The scripts of redlock.FairQueuer (WithFairness).
+var (
+	acquireFairScript = rueidis.NewLuaScript(redlock.FairLua.Acquire)
+	leaveQueueScript  = rueidis.NewLuaScript(redlock.FairLua.Leave)
+	releaseFairScript = rueidis.NewLuaScript(redlock.FairLua.Release)
+)
+
+// AcquireFair runs redlock.FairLua.Acquire on the key and its queue
+// (redlock.QueueKeys).
+func (n *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+	q, exp := redlock.QueueKeys(key)
+	v, err := n.run(ctx, acquireFairScript, []string{key, q, exp}, token, strconv.FormatInt(ttl.Milliseconds(), 10),
+		ticket, strconv.FormatInt(score, 10), strconv.FormatInt(stay.Milliseconds(), 10))
+	if err != nil {
+		return false, 0, err
+	}
+	if v != 1 {
+		return false, -v, nil
+	}
+	return true, 0, nil
+}
+
+// LeaveQueue runs redlock.FairLua.Leave on the key's queue.
+func (n *node) LeaveQueue(ctx context.Context, key, ticket string) error {
+	q, exp := redlock.QueueKeys(key)
+	_, err := n.run(ctx, leaveQueueScript, []string{q, exp}, ticket)
+	return err
+}
+
+// ReleaseFair runs redlock.FairLua.Release, announcing with PUBLISH.
+func (n *node) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	return n.releaseFair(ctx, key, token, ticket, announce, "1")
+}
+
+func (n *node) releaseFair(ctx context.Context, key, token, ticket string, announce bool, publish string) (bool, error) {
+	flag := "0"
+	if announce {
+		flag = publish
+	}
+	q, exp := redlock.QueueKeys(key)
+	v, err := n.run(ctx, releaseFairScript, []string{key, q, exp}, token, flag, ticket)
+	return v == 1, err
+}
+
+// ReleaseFair on a cluster maps the key as Release does, and announces
+// with SPUBLISH.
+func (g *clusterNode) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, err
+	}
+	return g.releaseFair(ctx, k, token, ticket, announce, "2")
+}
+
+// AcquireFair on a cluster maps the key as Acquire does (clusterKey): the
+// queue's names extend the mapped key, so they share its hash slot.
+func (g *clusterNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+	k, err := clusterKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	return g.node.AcquireFair(ctx, k, token, ttl, ticket, score, stay)
+}
+
+// LeaveQueue on a cluster maps the key as Acquire does (clusterKey).
+func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error {
+	k, err := clusterKey(key)
+	if err != nil {
+		return err
+	}
+	return g.node.LeaveQueue(ctx, k, ticket)
+}
