@@ -141,6 +141,41 @@ func TestSemaphoreRetryWaitsThenTimesOut(t *testing.T) {
 	}
 }
 
+// TestSemaphoreRetryPassesAreGuidedByReleases: a subscribed waiter whose
+// delay runs out attempts the slots that may be free and one believed held,
+// in turn, not every held slot; its last pass still attempts every slot,
+// so ErrTimeout means that all were found held.
+func TestSemaphoreRetryPassesAreGuidedByReleases(t *testing.T) {
+	_, bs := minis(t, 3)
+	clk := newFakeClock()
+	var mu sync.Mutex
+	var tried []string
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
+			mu.Lock()
+			tried = append(tried, e.Key)
+			mu.Unlock()
+		}
+	})
+	sem := semaphore(t, bs, 3, redlock.WithTTL(time.Hour), redlock.WithClock(clk), redlock.WithObserver(obs))
+	held := fill(t, sem)
+	mu.Lock()
+	tried = nil // fill's own refusals
+	mu.Unlock()
+	_, err := sem.Acquire(t.Context(), redlock.WithStrategy(redlock.Retry(3, 10*time.Millisecond)))
+	require.ErrorIs(t, err, redlock.ErrTimeout)
+	mu.Lock()
+	defer mu.Unlock()
+	// 3: the first pass; 3: once subscribed, the slots it is first in line
+	// for; 1 and 1: the probes of the first two delays; 3: the last pass.
+	require.Len(t, tried, 11, "attempts: %v", tried)
+	assert.NotEqual(t, tried[6], tried[7], "the probes take the held slots in turn")
+	assert.ElementsMatch(t, []string{sem.SlotKey(0), sem.SlotKey(1), sem.SlotKey(2)}, tried[8:], "the last pass attempts every slot")
+	for _, l := range held {
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+}
+
 // TestSemaphoreHandoffWakesAWaiter: a waiter whose next retry is an hour
 // away takes the permit released, whichever slot it is.
 func TestSemaphoreHandoffWakesAWaiter(t *testing.T) {
