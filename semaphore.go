@@ -197,10 +197,12 @@ func (sm *Semaphore) acquire(ctx context.Context, cfg *config) (*Lock, error) {
 	k := len(sm.keys)
 	first := rand.IntN(k)
 	sw := &semWaiter{ctx: ctx, name: sm.name, slots: make([]*waiter, k), index: make([]int, k)}
+	ws := make([]waiter, k) // one allocation for every slot's waiter
 	for j := range k {
 		i := (first + j) % k
 		s := scope{key: sm.keys[i], what: oneKey{}, nodes: sm.lk.nodes, cfg: cfg}
-		sw.slots[j], sw.index[j] = &waiter{scope: s, ctx: ctx, gate: -1}, i
+		ws[j] = waiter{scope: s, ctx: ctx, gate: -1}
+		sw.slots[j], sw.index[j] = &ws[j], i
 	}
 	lock, err := sw.run()
 	sw.stopWatching()
@@ -422,17 +424,21 @@ func (sw *semWaiter) watch() (*Lock, error) {
 		w.watch()
 	}
 	var order []int
+	var held []error
+	if sw.inLine {
+		held = refusedByAll(len(sw.slots[0].nodes))
+	}
 	for j, w := range sw.slots {
 		if w.wake == nil {
 			continue
 		}
-		if sw.inLine {
+		if held != nil {
 			// This call made no attempt: others of its locker wait for
 			// every slot, so each is taken as held until it announces a
 			// release (a release before this point woke them; one during
 			// the subscribing may be missed here, and is then found by a
 			// probe or the last pass, as an expiry is).
-			w.wake.record(sw.heldEverywhere(w))
+			w.wake.record(held)
 		}
 		if w.wake.first() {
 			order = append(order, j)
@@ -441,9 +447,10 @@ func (sw *semWaiter) watch() (*Lock, error) {
 	return sw.passOver(order)
 }
 
-// heldEverywhere is the outcome of an attempt that every node of w refused.
-func (sw *semWaiter) heldEverywhere(w *waiter) []error {
-	out := make([]error, len(w.nodes))
+// refusedByAll is the outcome of an attempt that all of n nodes
+// refused.
+func refusedByAll(n int) []error {
+	out := make([]error, n)
 	for i := range out {
 		out[i] = ErrNotAcquired
 	}
