@@ -510,7 +510,7 @@ func (w *waiter) mayBeFree() bool {
 }
 
 // Subscriptions kept between calls. Subscribing to every slot's releases
-// and unsubscribing again cost a waiter about a third of the allocations
+// and unsubscribing again cost a waiter about two fifths of the allocations
 // of an acquisition (BenchmarkSemaphore, N=1), and under contention one
 // call's end is soon followed by another call's wait. So a call that ends
 // while others of the semaphore are in flight leaves its lines but keeps
