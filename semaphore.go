@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -37,11 +38,21 @@ import (
 // The cost is that a full semaphore costs an Acquire K rounds to find out.
 //
 // When every slot refused, the strategy decides, as for a lock: Reject
-// fails at once, Retry waits out its delays and attempts every slot again
-// when one runs out. With hand-off, a waiter subscribes to the releases of
-// every slot, so a release of any of them wakes it at once, and stands in
-// each slot's line of its locker (line.go): within a locker, the first
-// waiter gets the first permit released.
+// fails at once, Retry waits out its delays and attempts again when one
+// runs out. With hand-off, a waiter subscribes to the releases of every
+// slot, so a release of any of them wakes it at once, and stands in each
+// slot's line of its locker (line.go): within a locker, the first waiter
+// gets the first permit released. Once subscribed, the attempts when a
+// delay runs out are guided by the announcements (see retryPass): the
+// slots that may have been freed, if the waiter is first in line for
+// them, and one slot still believed held, in turn, for an expiry
+// announces nothing; the last delay of a Retry is followed by an attempt
+// on every slot. Attempting every held slot at every delay cost a full
+// semaphore's waiters a round per permit each time, and a waiter behind
+// others took the permit its locker had woken the first in line for. A
+// waiter's subscriptions outlive its call only while other calls of the
+// same Semaphore are in flight: the next waiter takes them over instead of
+// subscribing again, and the last call to end stops them (see park).
 
 // MaxPermits bounds the permits of a Semaphore. A full semaphore costs an
 // Acquire one round per permit, and a waiter one subscription per permit
@@ -65,6 +76,10 @@ type Semaphore struct {
 	name string
 	keys []string // the slots' lock keys
 	opts []Option
+
+	mu     sync.Mutex
+	calls  int              // acquisitions in flight
+	parked [][]subscription // of ended calls, by slot, for the next (see park)
 }
 
 // NewSemaphore returns a semaphore of permits permits named name on l,
@@ -130,7 +145,11 @@ func (sm *Semaphore) config(opts []Option) (*config, error) {
 // a resource). The errors are Lock's: ErrNotAcquired (with Reject, when
 // every slot is held), ErrTimeout (retries ran out while every slot stayed
 // held), ErrUnavailable (too few nodes answered for any slot), ErrInvalid;
-// a cancelled ctx stops waiting at once. The observer sees each slot's
+// a cancelled ctx stops waiting at once. Waiting with hand-off, a delay
+// that runs out brings attempts on the slots whose release was announced
+// (those this call is first in its locker's line for) and on one slot
+// still believed held, in turn, rather than on every slot; the last delay
+// of a Retry brings an attempt on every slot. The observer sees each slot's
 // attempts as a lock's, and one EventAcquire per call, keyed by the
 // granted slot's key (the semaphore's name when none was granted).
 func (sm *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
@@ -185,25 +204,33 @@ func (sm *Semaphore) acquire(ctx context.Context, cfg *config) (*Lock, error) {
 	start := cfg.clock.Now()
 	k := len(sm.keys)
 	first := rand.IntN(k)
-	sw := &semWaiter{ctx: ctx, name: sm.name, slots: make([]*waiter, k), index: make([]int, k)}
+	sw := &semWaiter{sem: sm, ctx: ctx, name: sm.name, slots: make([]*waiter, k), index: make([]int, k)}
+	ws := make([]waiter, k) // one allocation for every slot's waiter
 	for j := range k {
 		i := (first + j) % k
 		s := scope{key: sm.keys[i], what: oneKey{}, nodes: sm.lk.nodes, cfg: cfg}
-		sw.slots[j], sw.index[j] = &waiter{scope: s, ctx: ctx, gate: -1}, i
+		ws[j] = waiter{scope: s, ctx: ctx, gate: -1}
+		sw.slots[j], sw.index[j] = &ws[j], i
 	}
+	sm.mu.Lock()
+	sm.calls++
+	sm.mu.Unlock()
 	lock, err := sw.run()
-	sw.stopWatching()
+	sm.park(sw)
 	return scope{key: sm.name, what: oneKey{}, nodes: sm.lk.nodes, cfg: cfg}.settle(ctx, start, sw.attempts(), lock, err)
 }
 
 // semWaiter is one Acquire call: a waiter per slot (attempt.go makes their
 // attempts, notify.go their wake-ups), and the strategy over all of them.
 type semWaiter struct {
+	sem     *Semaphore
 	ctx     context.Context
 	name    string
 	slots   []*waiter // in the order this call tries them
 	index   []int     // slots[j] is slot index[j]
 	watched bool      // subscribing was tried (once per call)
+	inLine  bool      // the call joined its locker's line without a first pass
+	probe   int       // the slot (in slots) a guided pass attempts even if held
 }
 
 func (sw *semWaiter) cfg() *config { return sw.slots[0].cfg }
@@ -224,6 +251,7 @@ func (sw *semWaiter) run() (*Lock, error) {
 	}
 	var err error
 	if sw.joinsLine() {
+		sw.inLine = true
 		err = fmt.Errorf("%w: semaphore %q: in line behind this locker's waiters", ErrNotAcquired, sw.name)
 	} else if lock, e := sw.pass(); e == nil {
 		return lock, nil
@@ -249,7 +277,7 @@ func (sw *semWaiter) run() (*Lock, error) {
 		if sw.ctx.Err() != nil {
 			return nil, cancelled(sw.ctx, err)
 		}
-		if lock, e = sw.pass(); e == nil {
+		if lock, e = sw.retryPass(retry); e == nil {
 			return lock, nil
 		}
 		err = e
@@ -270,19 +298,19 @@ func (sw *semWaiter) joinsLine() bool {
 // pass makes one attempt on every slot, in order, and returns the first
 // lock granted. Without any, the error says how many slots were held.
 func (sw *semWaiter) pass() (*Lock, error) {
-	return sw.passOver(func(*waiter) bool { return true })
+	order := make([]int, len(sw.slots))
+	for j := range order {
+		order[j] = j
+	}
+	return sw.passOver(order)
 }
 
-// passOver is pass over the slots that want says; with none of them it
-// returns neither a lock nor an error.
-
-func (sw *semWaiter) passOver(want func(*waiter) bool) (*Lock, error) {
+// passOver is pass over the slots at the positions order lists, in that
+// order; with none of them it returns neither a lock nor an error.
+func (sw *semWaiter) passOver(order []int) (*Lock, error) {
 	var errs []error
-	for j, w := range sw.slots {
-		if !want(w) {
-			continue
-		}
-		lock, err := w.try(false)
+	for _, j := range order {
+		lock, err := sw.slots[j].try(false)
 		if err == nil {
 			return sw.granted(j, lock), nil
 		}
@@ -298,6 +326,50 @@ func (sw *semWaiter) passOver(want func(*waiter) bool) (*Lock, error) {
 func (sw *semWaiter) granted(j int, lock *Lock) *Lock {
 	lock.slot = sw.index[j]
 	return lock
+}
+
+// retryPass is the pass made when the strategy's delay n ran out. Once
+// the call is subscribed to the slots' releases it is guided by them: a
+// slot that refused this call's last attempt on a quorum of its nodes, and
+// announced no release since, is still held unless its holder's TTL ran
+// out (an expiry announces nothing), and a slot whose release was
+// announced was announced to the first in its locker's line too, who was
+// woken for it. So the pass attempts the slots that may be free and for
+// which the call is first in line, then one slot believed held, in turn
+// (an expired permit is still found within Permits() passes). The last
+// pass of a Retry strategy attempts every slot, so that ErrTimeout still
+// means that every slot was found held; without subscriptions, or under
+// a strategy of the caller's own (not consulted ahead of its time), every
+// pass does.
+func (sw *semWaiter) retryPass(n int) (*Lock, error) {
+	r, ok := sw.cfg().strategy.(retry)
+	if !sw.subscribed() || !ok {
+		return sw.pass()
+	}
+	if _, more := r.Backoff(n + 1); !more {
+		return sw.pass()
+	}
+	k := len(sw.slots)
+	probe := sw.probe // a slot believed held, or if none is, the next one
+	for d := range k {
+		if j := (sw.probe + d) % k; !sw.slots[j].mayBeFree() {
+			probe = j
+			break
+		}
+	}
+	sw.probe = (probe + 1) % k
+	order := make([]int, 0, k)
+	for j, w := range sw.slots {
+		if j != probe && w.mayBeFree() && (w.wake == nil || w.wake.first()) {
+			order = append(order, j)
+		}
+	}
+	return sw.passOver(append(order, probe))
+}
+
+// subscribed reports whether any slot's releases reach this call.
+func (sw *semWaiter) subscribed() bool {
+	return slices.ContainsFunc(sw.slots, func(w *waiter) bool { return w.wake != nil })
 }
 
 // full is the error of attempts that all failed: ErrNotAcquired (with the
@@ -358,12 +430,48 @@ func (sw *semWaiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock
 // slots' lines in slot order, whatever its order of attempts, so that of
 // two waiters of a locker the one that came first is ahead in every line.
 func (sw *semWaiter) watch() (*Lock, error) {
+	set := sw.sem.unpark()
 	for i := range sw.slots {
 		w := sw.slots[slices.Index(sw.index, i)]
 		w.watched = true
-		w.watch()
+		if set == nil {
+			w.watch()
+		} else {
+			w.rewatch(set[i])
+		}
 	}
-	return sw.passOver(func(w *waiter) bool { return w.wake != nil && w.wake.first() })
+	var order []int
+	var held []error
+	if sw.inLine {
+		held = refusedByAll(len(sw.slots[0].nodes))
+	}
+	for j, w := range sw.slots {
+		if w.wake == nil {
+			continue
+		}
+		if held != nil {
+			// This call made no attempt: others of its locker wait for
+			// every slot, so each is taken as held until it announces a
+			// release (a release before this point woke them; one during
+			// the subscribing may be missed here, and is then found by a
+			// probe or the last pass, as an expiry is).
+			w.wake.record(held)
+		}
+		if w.wake.first() {
+			order = append(order, j)
+		}
+	}
+	return sw.passOver(order)
+}
+
+// refusedByAll is the outcome of an attempt that all of n nodes
+// refused.
+func refusedByAll(n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = ErrNotAcquired
+	}
+	return out
 }
 
 // selectCases are ctx's end, timer, and each subscribed slot's wake-ups,
@@ -387,4 +495,105 @@ func (sw *semWaiter) stopWatching() {
 	for _, w := range sw.slots {
 		w.stopWatching()
 	}
+}
+
+// mayBeFree reports whether w's slot may be free as far as its release
+// announcements tell: not subscribed, or a quorum of its nodes (and the
+// gate) not held since they last refused (see wakeup).
+func (w *waiter) mayBeFree() bool {
+	if w.wake == nil {
+		return true
+	}
+	w.wake.mu.Lock()
+	defer w.wake.mu.Unlock()
+	return w.wake.freeLocked()
+}
+
+// Subscriptions kept between calls. Subscribing to every slot's releases
+// and unsubscribing again cost a waiter about two fifths of the allocations
+// of an acquisition (BenchmarkSemaphore, N=1), and under contention one
+// call's end is soon followed by another call's wait. So a call that ends
+// while others of the semaphore are in flight leaves its lines but keeps
+// its subscriptions, parked, and the next call to wait takes them over
+// (rewatch) instead of subscribing; the last call in flight to end stops
+// every parked subscription, so none outlives the calls.
+
+// park ends sw's watching: parked if other calls are in flight and every
+// slot was subscribed, else stopped; the last call out stops every parked
+// set.
+func (sm *Semaphore) park(sw *semWaiter) {
+	var set []subscription
+	if sw.watched && !slices.ContainsFunc(sw.slots, func(w *waiter) bool { return w.wake == nil }) {
+		set = make([]subscription, len(sw.slots))
+		for j, w := range sw.slots {
+			w.wake.leave() // out of line first: a parked wakeup wakes nobody
+			set[sw.index[j]] = subscription{w.wake, w.unwatch}
+		}
+	}
+	sm.mu.Lock()
+	sm.calls--
+	var drop [][]subscription
+	if sm.calls > 0 && set != nil {
+		sm.parked = append(sm.parked, set)
+	} else {
+		drop, sm.parked = sm.parked, nil
+		set = nil
+	}
+	sm.mu.Unlock()
+	if set == nil {
+		sw.stopWatching()
+	} else {
+		for _, w := range sw.slots {
+			w.unwatch = nil // parked, not stopped
+		}
+	}
+	for _, subs := range drop {
+		for _, sub := range subs {
+			sub.stop()
+		}
+	}
+}
+
+// A subscription is one slot's wakeup and the function that stops it.
+type subscription struct {
+	wake *wakeup
+	stop func()
+}
+
+// unpark returns a parked set of subscriptions, by slot, or nil.
+func (sm *Semaphore) unpark() []subscription {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	n := len(sm.parked)
+	if n == 0 {
+		return nil
+	}
+	set := sm.parked[n-1]
+	sm.parked = sm.parked[:n-1]
+	return set
+}
+
+// rewatch is waiter.watch over a parked subscription: its state reset to
+// a fresh wakeup's, the last attempt's outcome recorded, in line again.
+func (w *waiter) rewatch(sub subscription) {
+	wk := sub.wake
+	wk.mu.Lock()
+	clear(wk.own)
+	clear(wk.held)
+	clear(wk.heardFrom)
+	wk.heard, wk.trying, wk.gate = false, false, -1
+	select {
+	case <-wk.ch:
+	default:
+	}
+	wk.mu.Unlock()
+	w.wake, w.unwatch = wk, sub.stop
+	wk.record(w.last)
+	if len(w.nodes) > 1 {
+		if g := gateFor(w.key, w.nodes); wk.notifies[g] {
+			w.gate = g
+			wk.gateOn(g)
+		}
+	}
+	w.cfg.lines.join(w.key, wk)
 }

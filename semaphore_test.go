@@ -141,6 +141,97 @@ func TestSemaphoreRetryWaitsThenTimesOut(t *testing.T) {
 	}
 }
 
+// TestSemaphoreRetryPassesAreGuidedByReleases: a subscribed waiter whose
+// delay runs out attempts the slots that may be free and one believed held,
+// in turn, not every held slot; its last pass still attempts every slot,
+// so ErrTimeout means that all were found held.
+func TestSemaphoreRetryPassesAreGuidedByReleases(t *testing.T) {
+	_, bs := minis(t, 3)
+	clk := newFakeClock()
+	var mu sync.Mutex
+	var tried []string
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
+			mu.Lock()
+			tried = append(tried, e.Key)
+			mu.Unlock()
+		}
+	})
+	sem := semaphore(t, bs, 3, redlock.WithTTL(time.Hour), redlock.WithClock(clk), redlock.WithObserver(obs))
+	held := fill(t, sem)
+	mu.Lock()
+	tried = nil // fill's own refusals
+	mu.Unlock()
+	_, err := sem.Acquire(t.Context(), redlock.WithStrategy(redlock.Retry(3, 10*time.Millisecond)))
+	require.ErrorIs(t, err, redlock.ErrTimeout)
+	mu.Lock()
+	defer mu.Unlock()
+	// 3: the first pass; 3: once subscribed, the slots it is first in line
+	// for; 1 and 1: the probes of the first two delays; 3: the last pass.
+	require.Len(t, tried, 11, "attempts: %v", tried)
+	assert.NotEqual(t, tried[6], tried[7], "the probes take the held slots in turn")
+	assert.ElementsMatch(t, []string{sem.SlotKey(0), sem.SlotKey(1), sem.SlotKey(2)}, tried[8:], "the last pass attempts every slot")
+	for _, l := range held {
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+}
+
+// countingNotifier counts a node's subscriptions: made, and still live.
+type countingNotifier struct {
+	redlock.Backend
+	made, live *atomic.Int64
+}
+
+func (c countingNotifier) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+	stop, err := c.Backend.(redlock.Notifier).Notify(ctx, key, released)
+	if err != nil {
+		return nil, err
+	}
+	c.made.Add(1)
+	c.live.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { stop(); c.live.Add(-1) }) }, nil
+}
+
+// TestSemaphoreWaitersReuseSubscriptions: a call that ends while others
+// wait leaves its subscriptions to the next waiter, and the last call to
+// end stops every one.
+func TestSemaphoreWaitersReuseSubscriptions(t *testing.T) {
+	_, bs := minis(t, 1)
+	var made, live atomic.Int64
+	lk := lockerFor(t, []redlock.Backend{countingNotifier{bs[0], &made, &live}}, redlock.WithTTL(time.Minute))
+	sem, err := redlock.NewSemaphore(lk, "jobs", 1)
+	require.NoError(t, err)
+	held := fill(t, sem)[0]
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	locks := make(chan *redlock.Lock, 3)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wait := func(inLine int) {
+		wg.Go(func() {
+			l, err := sem.Acquire(ctx, redlock.WithStrategy(redlock.Retry(10, time.Hour)))
+			assert.NoError(t, err)
+			locks <- l
+		})
+		testwait.Until(t, "in line", func() bool { return redlock.InLine(lk, sem.SlotKey(0)) == inLine })
+	}
+	wait(1) // A
+	wait(2) // B
+	require.NoError(t, held.Unlock(t.Context()))
+	a := <-locks // A's call ended while B waits: its subscription is parked
+	wait(2)      // C takes it over
+	assert.Equal(t, int64(2), made.Load(), "C subscribed with A's subscription")
+	require.NoError(t, a.Unlock(t.Context()))
+	b := <-locks
+	require.NoError(t, b.Unlock(t.Context()))
+	c := <-locks
+	require.NoError(t, c.Unlock(t.Context()))
+	wg.Wait()
+	assert.Zero(t, live.Load(), "the last call to end stopped every subscription")
+	assert.Zero(t, redlock.InLine(lk, sem.SlotKey(0)))
+}
+
 // TestSemaphoreHandoffWakesAWaiter: a waiter whose next retry is an hour
 // away takes the permit released, whichever slot it is.
 func TestSemaphoreHandoffWakesAWaiter(t *testing.T) {
