@@ -11,8 +11,7 @@ import (
 const burstStart = time.Millisecond
 
 // Observe streams who leads the election: first the current leader (or
-// the zero Leader when nobody leads), then every change, in order, each
-// (value, term) once. It returns a channel that is closed when ctx ends,
+// the zero Leader when nobody leads), then every change, in order. It returns a channel that is closed when ctx ends,
 // and an error (matching ErrInvalid) only for a nil ctx. The goroutine
 // behind the channel lives until ctx ends: cancel ctx when done, and
 // keep receiving until then (a send waits for the receiver or ctx).
@@ -36,6 +35,15 @@ const burstStart = time.Millisecond
 // terms of the leaders reported strictly increase; a winner may be
 // reported first with a lower term than its own, then with its own, when
 // a read falls in its fencing round (see Leader).
+//
+// One exception, on a network that delivers commands late: a campaign's
+// acquisition that reaches a node after the campaign resigned there puts
+// its key back (the late SET of attempt.go's rollback). If that makes a
+// quorum again, the resigned campaign is read as the leader once more,
+// with its own term, until its TTL ends; nobody else can win meanwhile,
+// since the key is held. Observe then reports it again, after the "no
+// leader" between: the same value and term, never a lower term
+// (TestElectionNemesis sees it).
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if ctx == nil {
 		return nil, invalidf("Observe: nil context")
