@@ -79,7 +79,7 @@ func (r results) ops(scenario string, n int, impl string) (float64, bool) {
 }
 
 func (r results) keys(scenario string) (ns []int, impls []string) {
-	order := []string{"redlock", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "redsync", "redsync-1ms", "redislock"}
+	order := []string{"redlock", "redlock-fair", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "redsync", "redsync-1ms", "redislock"}
 	for k := range r {
 		if k.scenario != scenario {
 			continue
