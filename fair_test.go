@@ -3,7 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -163,35 +163,8 @@ func TestFairnessValidation(t *testing.T) {
 func TestFairExclusionUnderFaults(t *testing.T) {
 	rls, fakes, _ := fairLockers(t, 3, 3, redlock.WithTTL(300*time.Millisecond), redlock.WithNodeTimeout(30*time.Millisecond),
 		redlock.WithStrategy(redlock.Retry(100, 5*time.Millisecond)))
-	var late sync.WaitGroup
+	late := injectFaults(t, slices.Concat(fakes...)...)
 	defer late.Wait()
-	var mu sync.Mutex
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("fault seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 14))
-	for _, ns := range fakes {
-		for _, f := range ns {
-			f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
-				mu.Lock()
-				p := rng.IntN(100)
-				mu.Unlock()
-				switch {
-				case p < 8: // lost reply
-					c.Send(ctx)
-					return fakenode.Result{Err: fakenode.ErrInjected}
-				case p < 12: // never sent
-					return fakenode.Result{Err: fakenode.ErrInjected}
-				case p < 16: // delivered after the caller gave up
-					late.Go(func() {
-						time.Sleep(40 * time.Millisecond)
-						c.Send(context.Background())
-					})
-					return fakenode.Result{Err: fakenode.ErrInjected}
-				}
-				return c.Send(ctx)
-			})
-		}
-	}
 	chk := exclusion.New()
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup

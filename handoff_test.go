@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,33 +212,8 @@ func TestTransferTakesTurns(t *testing.T) {
 func TestTransferUnderFaults(t *testing.T) {
 	rl, ns := transferNodes(t, 3, redlock.WithTTL(300*time.Millisecond), redlock.WithNodeTimeout(30*time.Millisecond),
 		redlock.WithStrategy(redlock.Retry(100, 5*time.Millisecond)))
-	var late sync.WaitGroup
+	late := injectFaults(t, ns...)
 	defer late.Wait()
-	var mu sync.Mutex
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("fault seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 14))
-	for _, f := range ns {
-		f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
-			mu.Lock()
-			p := rng.IntN(100)
-			mu.Unlock()
-			switch {
-			case p < 8: // lost reply
-				c.Send(ctx)
-				return fakenode.Result{Err: fakenode.ErrInjected}
-			case p < 12: // never sent
-				return fakenode.Result{Err: fakenode.ErrInjected}
-			case p < 16: // delivered after the caller gave up
-				late.Go(func() {
-					time.Sleep(40 * time.Millisecond)
-					c.Send(context.Background())
-				})
-				return fakenode.Result{Err: fakenode.ErrInjected}
-			}
-			return c.Send(ctx)
-		})
-	}
 	chk := exclusion.New()
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
