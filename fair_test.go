@@ -170,22 +170,7 @@ func TestFairExclusionUnderFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	for p, rl := range rls {
 		for g := range 2 {
-			wg.Go(func() {
-				for n := 0; time.Now().Before(stop); n++ {
-					ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-					l, err := rl.Lock(ctx, "fair:faults")
-					if err != nil {
-						cancel()
-						chk.Fail(exclusion.Other, err)
-						continue
-					}
-					in := chk.Enter("fair:faults", fmt.Sprintf("p%dg%d#%d", p, g, n), l.Until())
-					time.Sleep(time.Millisecond)
-					in.Exit()
-					_ = l.Unlock(ctx) // may fail under faults; exclusion is what counts
-					cancel()
-				}
-			})
+			wg.Go(func() { holdUntil(t, rl, "fair:faults", fmt.Sprintf("p%dg%d", p, g), stop, chk) })
 		}
 	}
 	wg.Wait()

@@ -2,11 +2,14 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/fakenode"
 )
 
@@ -44,4 +47,25 @@ func injectFaults(t *testing.T, nodes ...*fakenode.Node) *sync.WaitGroup {
 		})
 	}
 	return &late
+}
+
+// holdUntil locks key with lk again and again until stop, holding it for
+// 1 ms each time under chk (holder prefix#n); a Lock call that fails is
+// recorded in chk. An Unlock may fail under faults: exclusion is what
+// counts.
+func holdUntil(t *testing.T, lk redlock.Locker, key, prefix string, stop time.Time, chk *exclusion.Checker) {
+	for n := 0; time.Now().Before(stop); n++ {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		l, err := lk.Lock(ctx, key)
+		if err != nil {
+			cancel()
+			chk.Fail(exclusion.Other, err)
+			continue
+		}
+		in := chk.Enter(key, fmt.Sprintf("%s#%d", prefix, n), l.Until())
+		time.Sleep(time.Millisecond)
+		in.Exit()
+		_ = l.Unlock(ctx)
+		cancel()
+	}
 }

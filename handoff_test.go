@@ -218,22 +218,7 @@ func TestTransferUnderFaults(t *testing.T) {
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
 	for g := range 4 {
-		wg.Go(func() {
-			for n := 0; time.Now().Before(stop); n++ {
-				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-				l, err := rl.Lock(ctx, "transfer:faults")
-				if err != nil {
-					cancel()
-					chk.Fail(exclusion.Other, err)
-					continue
-				}
-				in := chk.Enter("transfer:faults", fmt.Sprintf("g%d#%d", g, n), l.Until())
-				time.Sleep(time.Millisecond)
-				in.Exit()
-				_ = l.Unlock(ctx) // may fail under faults; exclusion is what counts
-				cancel()
-			}
-		})
+		wg.Go(func() { holdUntil(t, rl, "transfer:faults", fmt.Sprintf("g%d", g), stop, chk) })
 	}
 	wg.Wait()
 	assert.Empty(t, chk.Overlaps())

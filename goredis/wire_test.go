@@ -31,6 +31,22 @@ func wired(t *testing.T, c *redis.Client, opts ...Option) *wireNode {
 	return w
 }
 
+// wiredBehind returns a node of its own connection to a miniredis behind
+// a fault proxy (both returned too), its connection dialled (one Acquire of "warm") before
+// fault is set on the proxy.
+func wiredBehind(t *testing.T, fault faultproxy.Fault) (*wireNode, *faultproxy.Proxy, *miniredis.Miniredis) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	p, err := faultproxy.New(m.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	n := wired(t, redistest.Client(t, p.Addr()))
+	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute)
+	require.NoError(t, err)
+	p.Set(fault)
+	return n, p, m
+}
+
 func (w *wire) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -113,17 +129,10 @@ func TestWireClientName(t *testing.T) {
 // its call's deadline closed the connection; the next call redials, and
 // gets its own answer, not the late one.
 func TestWireLateReplyNeverAnswersTheNextCommand(t *testing.T) {
-	m := miniredis.RunT(t)
-	p, err := faultproxy.New(m.Addr())
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	n := wired(t, redistest.Client(t, p.Addr()))
-	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the fault
-	require.NoError(t, err)
-	p.Set(faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: 300 * time.Millisecond})
+	n, p, m := wiredBehind(t, faultproxy.Fault{Kind: faultproxy.Late, ReplyDelay: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, err = n.Acquire(ctx, "k", "first", time.Minute)
+	_, err := n.Acquire(ctx, "k", "first", time.Minute)
 	require.Error(t, err, "the reply comes after the deadline")
 	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
 	testwait.Until(t, `m.Exists("k")`, func() bool { return m.Exists("k") })
@@ -196,14 +205,7 @@ func TestWireUnexpectedReplyKind(t *testing.T) {
 // TestWireQueuedCallerWithdraws: a caller queued behind a batch in flight
 // that gives up returns at once, and its command is never sent.
 func TestWireQueuedCallerWithdraws(t *testing.T) {
-	m := miniredis.RunT(t)
-	p, err := faultproxy.New(m.Addr())
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	n := wired(t, redistest.Client(t, p.Addr()))
-	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the stall
-	require.NoError(t, err)
-	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+	n, p, m := wiredBehind(t, faultproxy.Fault{Kind: faultproxy.Stall})
 
 	// A started call, taken over by the sender when a second caller
 	// queues: the sender is then in flight, reading, until the deadline.
@@ -227,7 +229,7 @@ func TestWireQueuedCallerWithdraws(t *testing.T) {
 		t.Fatal("the queued caller did not return when cancelled")
 	}
 	assert.Zero(t, n.w.queued())
-	_, err = p0.Finish()
+	_, err := p0.Finish()
 	assert.Error(t, err, "the stalled started call")
 	assert.Error(t, <-done1, "the stalled batched call")
 	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
@@ -245,14 +247,7 @@ func TestWireQueuedCallerWithdraws(t *testing.T) {
 // queued behind it) return at once when they give up, and once the last
 // one has, the sender stops waiting for the batch's replies.
 func TestWireBatchCutShortWhenAllGaveUp(t *testing.T) {
-	m := miniredis.RunT(t)
-	p, err := faultproxy.New(m.Addr())
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	n := wired(t, redistest.Client(t, p.Addr()))
-	_, err = n.Acquire(t.Context(), "warm", "tok", time.Minute) // dialled before the stall
-	require.NoError(t, err)
-	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+	n, p, _ := wiredBehind(t, faultproxy.Fault{Kind: faultproxy.Stall})
 	defer p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
 
 	const long = time.Minute
