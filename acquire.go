@@ -200,15 +200,19 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	if lock := w.transferred(); lock != nil {
 		return lock, nil
 	}
+	if lock := w.claim(); lock != nil {
+		return lock, nil
+	}
 	w.attempts++
 	if until, held := w.heldHere(); held && !woken {
 		// Held by this locker: the nodes would refuse (line.heldUntil).
 		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
 	}
+	token := newToken(w.cfg.tokenSuffix)
 	if f := w.fair(); f != nil {
 		f.plan(w.cfg)
+		f.token, f.start = token, w.cfg.clock.Now()
 	}
-	token := newToken(w.cfg.tokenSuffix)
 	if w.wake != nil {
 		w.wake.begin(token)
 	}
@@ -230,7 +234,10 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 // its time), and someone already in line.
 func joinsLine(cfg *config, key string) bool {
 	r, ok := cfg.strategy.(retry)
-	if cfg.noHandoff || !ok || r.retries == 0 || r.base <= 0 {
+	// A fair call attempts at once all the same: the attempt queues it on
+	// the nodes, where its place is kept (fair.go), and a release names it
+	// when its turn comes, wherever it stands in the line.
+	if cfg.noHandoff || cfg.fair || !ok || r.retries == 0 || r.base <= 0 {
 		return false
 	}
 	return cfg.lines.waiting(key)

@@ -18,56 +18,79 @@ import (
 // longest, whichever process it runs in.
 //
 // Each node keeps, per lock key, a queue of waiting Lock calls (a sorted
-// set, key + ":queue", and the entries' expiries, key + ":queue:exp";
-// with Redis Cluster in the key's hash slot). An entry is a Lock call's
-// ticket (random, drawn once per call) ordered by a score the client
-// sends: the call's start, in microseconds of its wall clock, the same on
-// every node and for every attempt of the call. A fair attempt
-// (FairQueuer.AcquireFair, one script) adds or refreshes the caller's
-// entry and sets the key, as SET NX does, only if the key is free and the
-// entry is the queue's head; otherwise it refuses and reports how many
-// entries are ahead.
+// set, key + ":queue", the entries' expiries, key + ":queue:exp", and
+// their grants, key + ":queue:grant"; with Redis Cluster in the key's
+// hash slot). An entry is a Lock call's ticket (random, drawn once per
+// call) ordered by a score the client sends: the call's start, in
+// microseconds of its wall clock, the same on every node and for every
+// attempt of the call. A fair attempt (FairQueuer.AcquireFair, one
+// script) adds or refreshes the caller's entry, registers the attempt's
+// token and TTL as the entry's grant, and sets the key, as SET NX does,
+// only if the key is free and the entry is the queue's head (or the key
+// holds the entry's earlier grant, see below); otherwise it refuses and
+// reports how many entries are ahead.
 //
-// Why this is safe: the script never sets a key that exists; the queue
-// only narrows who may take a free key, so exclusion rests on the key
-// exactly as for Acquire, and quorum, validity, rollback and release are
-// unchanged (attempt.go).
+// The release of a fair lock (FairQueuer.ReleaseFair) hands the key on in
+// the same step: having deleted it, it sets it to the head's registered
+// token with the head's TTL (a grant) and announces "grant=" + the head's
+// ticket + " " + that token. Only the head's waiter acts on it (notify.go:
+// the others sleep on; without WithFairness a grant is no release at
+// all), and it takes the lock without a round of its own when a quorum of
+// its nodes granted its latest attempt's token (waiter.claim, below);
+// otherwise its next attempt takes over each grant it finds (the key
+// holds the entry's registered token: it is ours), with its own token.
+// So a hand-off across processes costs one round, the release's, and the
+// announcement's trip.
+//
+// Why this is safe: a script sets a key that exists only when it holds
+// the token a release granted to the caller's own entry; the queue only
+// narrows who may take a free key and to whom a release gives it, so
+// exclusion rests on the key exactly as for Acquire, and quorum, validity,
+// rollback and release are unchanged (attempt.go). A claim's validity
+// counts from before the attempt whose token was granted (see claim).
 //
 // Why the nodes agree: they all order by the same client-given scores, so
 // on a release they name the same head, and at N > 1 fair waiters do not
 // split the votes as racing ones do; they skip the hand-off gate and the
 // random spread before a woken attempt (gate.go, acquire.go), which exist
-// only against split votes. A waiter that lost its place on a node (the
-// node granted in a round that fell short, and the grant was rolled back)
-// regains it with its next attempt, since it brings the same score.
+// only against split votes, and always make their first attempt at once
+// (it queues them), whatever their place in their locker's line. A waiter
+// that lost its place on a node (the node granted in a round that fell
+// short, and the grant was rolled back) regains it with its next attempt,
+// since it brings the same score.
 //
 // Why a dead waiter does not block for long: every entry expires, by the
 // node's clock, unless an attempt of its call refreshes it; each attempt
 // sets it to live for about twice the current backoff delay plus two node
-// timeouts (the next attempt comes before), never more than the TTL. So a
-// waiter that died blocks a free key no longer than a holder that died
-// would have held it. A grant keeps the entry at the head (the round may
-// still fall short and be rolled back; the waiter must keep its place);
-// the holder's Unlock removes it with the release, in one step
+// timeouts (the next attempt comes before), never more than the TTL. A
+// release that comes while a dead waiter is still the head grants it the
+// key, which then stays taken until its TTL runs out, as a dead holder's
+// would; so a waiter that died blocks a key no longer than a holder that
+// died would have held it. A grant keeps the entry at the head (the
+// round may still fall short and be rolled back; the waiter must keep its
+// place); the holder's Unlock removes it with the release, in one step
 // (ReleaseFair), and it expires no later than the key itself would. A
 // Lock call that ends without the lock (strategy exhausted, context over)
-// leaves the queue on every node, and one that got the lock leaves it on
-// the nodes that did not grant, each in a best-effort round detached from
-// cancellation and bounded by the node timeout; a leave that is lost
-// costs only the entry's expiry.
+// leaves the queue on every node, and one that got the lock by an attempt
+// leaves it on the nodes that did not grant, each in a best-effort round
+// detached from cancellation and bounded by the node timeout; leaving
+// also gives back a grant that came too late, handing it on. A leave
+// that is lost costs the entry's expiry, or a grant's TTL.
 //
 // Limits. The scores are wall-clock times of the processes' hosts, so
 // clock skew between hosts tilts the order (not exclusion). A head that
 // is alive but not woken (hand-off off, or an announcement lost) takes
-// the key only when its backoff delay runs out, and the key stays free
-// until then: fairness costs throughput without hand-off. Lockers without
-// WithFairness use plain SET NX, ignore the queue and can barge in ahead
-// of it. Fair locks are never transferred within a locker (handoff.go):
-// the queue, not the locker's line, names the next holder (so within one
-// process the option costs the transfers' gain). WithFairness applies to
-// Lock, Do and an election's campaigns; fenced locks (WithFencing) are
-// refused with it,
-// and sets (LockMany), readers and writers, and semaphores ignore it.
+// its grant, or the free key, only when its backoff delay runs out.
+// Lockers without WithFairness use plain SET NX, ignore the queue and can
+// barge in ahead of it, but seldom find the key free while fair waiters
+// are queued. goredis nodes WithReplicaAck do not grant (a grant, set by
+// the releaser's script, is waited for by no replica acknowledgement):
+// their releases only name the head, which acquires itself. Fair locks
+// are never transferred within a locker (handoff.go): the queue, not the
+// locker's line, names the next holder. WithFairness applies to Lock, Do
+// and an election's campaigns; fenced locks (WithFencing) are refused
+// with it, and sets (LockMany), readers and writers, and semaphores
+// ignore it.
 
 // FairQueuer is the optional capability of a Backend that keeps the
 // queues of WithFairness. New, NewSingle and Lock refuse WithFairness
@@ -75,53 +98,62 @@ import (
 type FairQueuer interface {
 	// AcquireFair first drops the key's queue entries whose expiry (node
 	// time) has passed, then adds ticket to the queue with score (or
-	// refreshes it: the score is replaced, the expiry set to now + stay).
-	// If key does not exist and ticket is then the queue's head (lowest
-	// score; equal scores in ticket order), it sets key to token with the
-	// TTL and reports true; the entry stays (a round that falls short of a
-	// quorum is rolled back with Release, and the waiter keeps its place),
-	// until ReleaseFair, LeaveQueue or its expiry removes it. Otherwise it
-	// reports false and the number of entries ahead of ticket. One atomic
-	// step (FairLua.Acquire); a key that exists is never set.
+	// refreshes it: the score is replaced, the expiry set to now + stay)
+	// and registers token and ttl as what a release grants the entry. If
+	// key does not exist and ticket is then the queue's head (lowest
+	// score; equal scores in ticket order), or key holds the token
+	// registered for ticket before this call (a release granted it), it
+	// sets key to token with the TTL and reports true; the entry stays (a
+	// round that falls short of a quorum is rolled back with Release, and
+	// the waiter keeps its place), until ReleaseFair, LeaveQueue or its
+	// expiry removes it. Otherwise it reports false and the number of
+	// entries ahead of ticket. One atomic step (FairLua.Acquire); a key
+	// that holds anyone else's token is never set.
 	AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (ok bool, ahead int64, err error)
 
-	// LeaveQueue removes ticket from key's queue, if there (FairLua.Leave).
+	// LeaveQueue removes ticket from key's queue, if there, and deletes
+	// key if it holds the token a release granted to ticket, handing it
+	// on as ReleaseFair does (FairLua.Release without a token, announced).
 	LeaveQueue(ctx context.Context, key, ticket string) error
 
-	// ReleaseFair is Release (announcing as Release does) that also
-	// removes ticket from key's queue, in the same step, whether or not
-	// key held token (FairLua.Release).
+	// ReleaseFair removes ticket from key's queue and deletes key if it
+	// holds token or the token a release granted to ticket, in one step
+	// (FairLua.Release). Having deleted it, it hands the key on to the
+	// queue's head: it sets key to the token the head registered, with
+	// its TTL, and announces "grant=" + the head's ticket + " " + that
+	// token; or, when the node cannot vouch for such a grant (goredis
+	// WithReplicaAck: an acquisition must wait for the replicas), it
+	// only names the head: "next=" + ticket + " " + token. With no head,
+	// or announce false, it announces as Release does.
 	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
 }
 
-// QueueKeys returns the names of key's queue and of its entries'
-// expiries, the keys FairLua's scripts take after the lock key.
-func QueueKeys(key string) (queue, expiries string) {
-	return key + ":queue", key + ":queue:exp"
+// QueueKeys returns the names of key's queue, of its entries' expiries
+// and of their grants, the keys FairLua's scripts take after the lock
+// key.
+func QueueKeys(key string) (queue, expiries, grants string) {
+	return key + ":queue", key + ":queue:exp", key + ":queue:grant"
 }
 
 var (
 	//go:embed acquire_fair.lua
 	acquireFairLua string
-	//go:embed leave_queue.lua
-	leaveQueueLua string
 	//go:embed release_fair.lua
 	releaseFairLua string
 )
 
 // FairLua holds the scripts of FairQueuer, as Lua holds the others':
 //
-//   - Acquire: KEYS[1] lock key, KEYS[2] and KEYS[3] its queue and
-//     expiries (QueueKeys); ARGV[1] token, ARGV[2] TTL in ms, ARGV[3]
-//     ticket, ARGV[4] score, ARGV[5] stay in ms. Replies 1 if it set the
-//     key, otherwise minus the number of entries ahead of the ticket.
-//   - Leave: KEYS[1] and KEYS[2] the queue and expiries; ARGV[1] ticket.
-//     Replies 1 if the ticket was queued, 0 otherwise.
-//   - Release: KEYS[1] lock key, KEYS[2] and KEYS[3] its queue and
-//     expiries; ARGV[1] token, ARGV[2] announce flag (as Lua.Release),
-//     ARGV[3] ticket. Removes the ticket; deletes the key if it holds the
-//     token, announcing as Lua.Release; replies 1 if deleted, 0 otherwise.
-var FairLua = struct{ Acquire, Leave, Release string }{acquireFairLua, leaveQueueLua, releaseFairLua}
+//   - Acquire: KEYS[1] lock key, KEYS[2], KEYS[3] and KEYS[4] its queue,
+//     expiries and grants (QueueKeys); ARGV[1] token, ARGV[2] TTL in ms,
+//     ARGV[3] ticket, ARGV[4] score, ARGV[5] stay in ms. Replies 1 if it
+//     set the key, otherwise minus the number of entries ahead of the
+//     ticket.
+//   - Release: KEYS as Acquire's; ARGV[1] token ("" to leave the queue
+//     without a lock), ARGV[2] announce flag (as Lua.Release), ARGV[3]
+//     ticket, ARGV[4] "1" to grant the key to the next waiter, "0" to
+//     name it only. Replies 1 if it deleted the key, 0 otherwise.
+var FairLua = struct{ Acquire, Release string }{acquireFairLua, releaseFairLua}
 
 // WithFairness makes Lock and Do calls take a free key in the order the
 // calls started, across every locker (process) that uses it for the key:
@@ -144,6 +176,8 @@ type fairKey struct {
 	score  int64
 	delay  time.Duration // the current backoff delay (0 before the first)
 	stay   time.Duration // set before each attempt's round, read during it
+	token  string        // the latest attempt's token, which releases grant
+	start  time.Time     // read before that attempt was sent
 }
 
 func newFairKey(clk Clock) *fairKey {
@@ -179,6 +213,57 @@ func (f *fairKey) plan(cfg *config) {
 		}
 	}
 	f.stay = min(max(next, 0)+2*cfg.timeout()+fairMargin, cfg.ttl)
+}
+
+// claimableLocked reports whether releases granted the fair waiter's
+// latest attempt's token on a quorum of the nodes that refused that
+// attempt (see claim).
+func (w *wakeup) claimableLocked() bool {
+	if w.ticket == "" || w.grantTok == "" {
+		return false
+	}
+	n := 0
+	for i, g := range w.granted {
+		if g && w.trusted[i] {
+			n++
+		}
+	}
+	return n >= w.quorum
+}
+
+// claim returns the lock that releases granted to a fair waiter, when
+// they did on a quorum and it is still valid; otherwise nil, and the
+// waiter makes an attempt (which takes over the grants it finds).
+//
+// Why this is safe. A release grants the token that the head's latest
+// attempt registered on that node (acquire_fair.lua), so on node i a
+// grant of token came after that attempt ran there, which was after
+// start, read before it was sent: the node keeps the key until start +
+// TTL on its clock at the earliest, as for an acquisition at start
+// (attempt.go). Only grants from nodes that refused the attempt count:
+// on the others the attempt may have been rolled back with that very
+// token, and the announcement of a grant made before the rollback can
+// arrive after it. The token is the latest attempt's (a grant of an
+// earlier one is taken over by the next attempt instead): no later
+// attempt of ours can have replaced it, and nobody else's script deletes
+// or sets a key that holds it. So the lock is valid until start + TTL −
+// drift, like one acquired by a round that began at start, and exclusion
+// rests on the same quorum of keys.
+func (w *waiter) claim() *Lock {
+	f := w.fair()
+	if f == nil || w.wake == nil {
+		return nil
+	}
+	w.wake.mu.Lock()
+	ok := w.wake.claimableLocked() && w.wake.grantTok == f.token
+	w.wake.mu.Unlock()
+	if !ok || validity(w.cfg.ttl, w.cfg.clock.Now().Sub(f.start), w.cfg.drift()) <= 0 {
+		return nil
+	}
+	// Nothing to leave: the lock's release removes the entry on every
+	// node, and deletes a grant that came to a node after the claim.
+	w.last = make([]error, len(w.nodes))
+	return w.grant(f.token, nil, f.start)
 }
 
 // fair returns the waiter's fairKey, or nil.

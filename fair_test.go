@@ -63,7 +63,7 @@ func queueLen(t *testing.T, clients []*redis.Client, key string) int64 {
 	t.Helper()
 	var n int64
 	for _, c := range clients {
-		q, _ := redlock.QueueKeys(key)
+		q, _, _ := redlock.QueueKeys(key)
 		v, err := c.ZCard(t.Context(), q).Result()
 		require.NoError(t, err)
 		n += v
@@ -98,6 +98,44 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		require.NoError(t, r.l.Unlock(t.Context()))
 	}
 	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
+// A release grants the key to the queue's head, in the release's own
+// round: the head's Lock call takes the lock without a round of its own,
+// valid from before its last attempt (which the grant came after), and
+// nobody else can take the key meanwhile.
+func TestFairReleaseGrantsTheHead(t *testing.T) {
+	rls, fakes, clients := fairLockers(t, 3, 3)
+	const key = "fair:grant"
+	held, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+	ch := queued(t, t.Context(), rls[1], fakes[1], key)
+	// Queued, then subscribed and queued again (the attempt right after
+	// subscribing): from then on only a release wakes it (Retry delays
+	// of a second).
+	testwait.Until(t, "the waiter subscribed and attempted again", func() bool { return calls(fakes[1], fakenode.AcquireFair) >= 2*len(clients) })
+	attempts, attempted := calls(fakes[1], fakenode.AcquireFair), time.Now()
+	// Longer than the TTL's drift allowance: a validity counted from the
+	// release would end later than attempted + TTL.
+	time.Sleep(300 * time.Millisecond)
+
+	require.NoError(t, held.Unlock(t.Context()))
+	r := <-ch
+	require.NoError(t, r.err)
+	assert.Equal(t, attempts, calls(fakes[1], fakenode.AcquireFair), "the head took the granted lock without an attempt")
+	assert.True(t, r.l.Until().Before(attempted.Add(5*time.Second)), "valid from before the head's last attempt, not from the release")
+	_, err = rls[2].Lock(t.Context(), key, redlock.WithStrategy(redlock.Reject()))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the granted key is held")
+	for _, c := range clients {
+		v, err := c.Get(t.Context(), key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, r.l.Token(), v, "every node holds the head's token")
+	}
+	require.NoError(t, r.l.Unlock(t.Context()))
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+	l, err := rls[2].Lock(t.Context(), key, redlock.WithStrategy(redlock.Reject()))
+	require.NoError(t, err, "the last release left the key free")
+	require.NoError(t, l.Unlock(t.Context()))
 }
 
 // A waiter that died (its entry is never refreshed nor removed) blocks a

@@ -475,6 +475,8 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		notHeldValid               [2]atomic.Int64
 		acquiredBy                 [2]atomic.Int64 // by lockers without / with go-redis resends
 		fencedAcq                  atomic.Int64
+		fairAcq                    atomic.Int64 // by WithFairness lockers: queued, often granted by a release
+		fairLockers                int
 		setAcq                     atomic.Int64    // sets of two or three keys
 		rwAcq                      [2]atomic.Int64 // readers, writers
 		lateGrants                 atomic.Int64    // Lock returned after the lock's Until
@@ -499,11 +501,16 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		if fenced {
 			opts = append(opts, redlock.WithFencing())
 		}
+		sets := id >= cfg.lockers-cfg.setLockers
+		rw := !sets && id >= cfg.lockers-cfg.setLockers-cfg.rwLockers
+		fair := id%4 == 3 && !sets && !rw // queued, often granted by a release (fair.go)
+		if fair {
+			opts = append(opts, redlock.WithFairness())
+			fairLockers++
+		}
 		name := fmt.Sprintf("L%d", id)
 		lk := nodes.locker(t, name, maxRetries, opts...)
 		rng := rand.New(rand.NewPCG(cfg.seed, uint64(id)+1))
-		sets := id >= cfg.lockers-cfg.setLockers
-		rw := !sets && id >= cfg.lockers-cfg.setLockers-cfg.rwLockers
 		lockers.Go(func() {
 			for acq := 0; ; {
 				select {
@@ -549,6 +556,9 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 				}
 				if len(l.Keys()) > 1 {
 					setAcq.Add(1)
+				}
+				if fair {
+					fairAcq.Add(1)
 				}
 				if fenced && !reading { // a reader's fence is a writer's generation, not its own
 					fences.add(holder, l)
@@ -684,6 +694,10 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		float64(perKey)/float64(len(cfg.keys))/cfg.duration.Seconds())
 	assert.GreaterOrEqual(t, perKey, floor, "too few key acquisitions (%d) for %v: the run tested little", perKey, cfg.duration)
 	assert.Positive(t, fencedAcq.Load(), "fenced lockers got the lock too")
+	t.Logf("fair lockers: %d acquisitions", fairAcq.Load())
+	if fairLockers > 0 {
+		assert.Positive(t, fairAcq.Load(), "fair lockers got the lock too")
+	}
 	if cfg.setLockers > 0 {
 		assert.Positive(t, setAcq.Load(), "set lockers got sets of several keys too")
 	}
@@ -740,7 +754,7 @@ func TestNemesis(t *testing.T) {
 		duration:    nemesisDuration(t, 45*time.Second),
 		ttl:         500 * time.Millisecond,
 		nodeTimeout: 40 * time.Millisecond,
-		lockers:     8,
+		lockers:     9, // ids 0-3 single keys (0, 1 fenced; 3 fair), 4-5 readers and writers, 6-8 sets
 		setLockers:  3,
 		rwLockers:   2,
 		keys:        []string{"nemesis-a", "nemesis-b", "nemesis-c"},

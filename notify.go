@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 )
 
@@ -29,8 +30,10 @@ import (
 // waiter's last attempt is "held" until it announces a release; the waiter
 // wakes when a quorum of its nodes is not held, on an announcement by
 // someone else (its own rollbacks announce too, and are ignored by token).
-// Within a locker only the first in line for the key is woken (see
-// line.go): waking them all would make all but one fail an attempt and
+// A fair release (WithFairness, fair.go) names the queue's head in its
+// announcement, or grants it the key: only that waiter wakes, wherever it
+// stands in its locker's line. Within a locker only the first in line
+// for the key is woken by other releases (see line.go): waking them all would make all but one fail an attempt and
 // roll back; and when the nodes are Transferrers, Unlock does not release
 // at all but hands the key to that waiter (handoff.go). Across lockers
 // (processes) one waiter per locker competes, and with several nodes the
@@ -77,6 +80,12 @@ type wakeup struct {
 	gate      int    // node whose release a wake-up waits for, or -1
 	need      int    // free subscribed nodes that make a wake-up
 	own       map[string]struct{}
+	quorum    int
+	ticket    string // a fair waiter's queue ticket (fair.go); "" otherwise
+	named     bool   // an announcement named us the queue's head during the attempt in flight
+	grantTok  string // a fair waiter's latest attempt's token, which releases grant it (fair.go)
+	granted   []bool // the node announced a grant of grantTok
+	trusted   []bool // the node refused grantTok's attempt: a grant of it came after that attempt ran there
 
 	transfer *transferSlot // set before joining a line when Unlock may hand the key over (handoff.go); nil otherwise
 }
@@ -98,7 +107,7 @@ func (w *wakeup) subscribed(ok []bool, quorum int) {
 			n++
 		}
 	}
-	w.need = min(quorum, n)
+	w.need, w.quorum = min(quorum, n), quorum
 }
 
 // gateOn makes wake-ups wait for node i's release (gate.go); -1 for none.
@@ -108,25 +117,64 @@ func (w *wakeup) gateOn(i int) {
 	w.gate = i
 }
 
-// released records node i's announcement of a release by token ("" when
-// the node may have released without our hearing it).
-func (w *wakeup) released(i int, token string) {
+// released records node i's announcement of a release (payload: the
+// releasing token, "" when the node may have released without our
+// hearing it, or a fair release's form that names the queue's head, see
+// splitAnnouncement).
+//
+// A fair waiter (w.ticket set) takes an announcement that names another
+// waiter as no release at all: the node would refuse its attempt. One
+// that names it wakes it even when it is not the first of its locker's
+// line (the queue, not the line, orders fair waiters), and a grant of its
+// latest attempt's token is recorded for claim (fair.go). A waiter that
+// is not fair takes a grant to anyone as no release: the key is held.
+func (w *wakeup) released(i int, payload string) {
+	grant, next, token := splitAnnouncement(payload)
 	w.mu.Lock()
-	if _, mine := w.own[token]; mine && token != "" {
+	named := next != "" && next == w.ticket
+	switch {
+	case grant && w.ticket == "", next != "" && w.ticket != "" && !named:
 		w.mu.Unlock()
 		return
+	case !grant:
+		if _, mine := w.own[token]; mine && token != "" {
+			w.mu.Unlock()
+			return
+		}
+	}
+	if grant && named && token == w.grantTok {
+		w.granted[i] = true
 	}
 	w.held[i] = false
 	fire := false
 	if w.trying {
 		w.heardFrom[i], w.heard = true, true
+		w.named = w.named || named
 	} else {
-		fire = w.freeLocked()
+		fire = w.claimableLocked() || w.freeLocked()
 	}
 	w.mu.Unlock()
-	if fire && w.first() {
+	if fire && (named || w.first()) {
 		w.wake()
 	}
+}
+
+// splitAnnouncement splits a release announcement. release.lua announces
+// the releasing token; release_fair.lua, when the queue has a head,
+// "grant=" + its ticket + " " + the token it set the key to for it, or
+// "next=" + its ticket + " " + the releasing token. A token begins with a
+// hex digit, so it never begins with either prefix, and a ticket has no
+// space.
+func splitAnnouncement(payload string) (grant bool, next, token string) {
+	rest, ok := strings.CutPrefix(payload, "next=")
+	if !ok {
+		if rest, ok = strings.CutPrefix(payload, "grant="); !ok {
+			return false, "", payload
+		}
+		grant = true
+	}
+	next, token, _ = strings.Cut(rest, " ")
+	return grant, next, token
 }
 
 // freeLocked reports whether enough nodes are free for an attempt to
@@ -150,7 +198,12 @@ func (w *wakeup) begin(token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.own[token] = struct{}{}
-	w.trying, w.heard = true, false
+	w.trying, w.heard, w.named = true, false, false
+	if w.ticket != "" {
+		w.grantTok = token
+		clear(w.granted)
+		clear(w.trusted)
+	}
 	clear(w.heardFrom)
 	select {
 	case <-w.ch:
@@ -164,9 +217,15 @@ func (w *wakeup) end(outcome []error) {
 	w.mu.Lock()
 	w.recordLocked(outcome)
 	w.trying = false
-	fire := w.heard && w.freeLocked()
+	if w.ticket != "" {
+		for i, err := range outcome {
+			w.trusted[i] = err == ErrNotAcquired
+		}
+	}
+	fire := w.heard && (w.claimableLocked() || w.freeLocked())
+	named := w.named
 	w.mu.Unlock()
-	if fire && w.first() {
+	if fire && (named || w.first()) {
 		w.wake()
 	}
 }
@@ -212,6 +271,9 @@ func (w *wakeup) wake() {
 func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 	nodes := s.nodes
 	w := newWakeup(len(nodes), s.cfg.lines)
+	if f, ok := s.what.(*fairKey); ok { // before any announcement can arrive
+		w.ticket, w.granted, w.trusted = f.ticket, make([]bool, len(nodes)), make([]bool, len(nodes))
+	}
 	stops := make([]func(), len(nodes))
 	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)

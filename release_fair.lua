@@ -1,20 +1,66 @@
--- The release of a lock taken through the queue (FairQueuer, WithFairness):
--- release.lua that also removes the holder's queue entry, in the same
--- step, whether or not the key still held the token (the Lock call is
--- over either way), so the next waiter is the head when the key is free.
--- KEYS[1] lock key, KEYS[2] and KEYS[3] its queue and expiries; ARGV[1]
--- token, ARGV[2] announce ("1" PUBLISH, "2" SPUBLISH, else none, as in
--- release.lua), ARGV[3] ticket. Returns 1 if the key was deleted, 0
--- otherwise.
+-- The release of a lock taken through the queue, and a waiter's leaving
+-- it (FairQueuer, WithFairness). KEYS[1] lock key, KEYS[2], KEYS[3] and
+-- KEYS[4] its queue, expiries and grants (acquire_fair.lua); ARGV[1]
+-- token ("" to leave without a lock), ARGV[2] announce ("1" PUBLISH,
+-- "2" SPUBLISH, else none, as in release.lua), ARGV[3] ticket, ARGV[4]
+-- "1" to grant the key to the next waiter, else only to name it.
+-- Returns 1 if the key was deleted, 0 otherwise.
+--
+-- It removes the ticket's entry, whether or not the key still held the
+-- token (the Lock call is over either way), and deletes the key if it
+-- holds the token, or the token a release granted to the entry (a grant
+-- that came too late for its waiter, or to a waiter that gives up).
+--
+-- Having deleted the key, it hands it on to the queue's head: the first
+-- entry, in queue order, whose expiry has not passed by the server's
+-- clock (the script looks at a few entries only). With ARGV[4] "1" the
+-- key is set to the token the head's latest attempt registered, with its
+-- TTL, and the announcement is "grant=" .. ticket .. " " .. that token:
+-- the head's waiter may take the lock without another round (fair.go
+-- says when that is safe). Otherwise the announcement is "next=" ..
+-- ticket .. " " .. our token, which wakes the head alone. With no live
+-- head it is our bare token, as release.lua's. A token begins with a hex
+-- digit and a ticket has no space, so the forms cannot be confused.
+local grants = redis.call("hget", KEYS[4], ARGV[3])
 redis.call("zrem", KEYS[2], ARGV[3])
 redis.call("zrem", KEYS[3], ARGV[3])
-if redis.call("get", KEYS[1]) == ARGV[1] then
-	redis.call("del", KEYS[1])
-	if ARGV[2] == "1" then
-		redis.pcall("publish", "redlock:released:" .. KEYS[1], ARGV[1])
-	elseif ARGV[2] == "2" then
-		redis.pcall("spublish", "redlock:released:" .. KEYS[1], ARGV[1])
-	end
+redis.call("hdel", KEYS[4], ARGV[3])
+local held = redis.call("get", KEYS[1])
+if not held then
+	return 0
+end
+local mine = held == ARGV[1]
+if not mine and grants then
+	mine = held == string.sub(grants, string.find(grants, " ", 1, true) + 1)
+end
+if not mine then
+	return 0
+end
+redis.call("del", KEYS[1])
+if ARGV[2] ~= "1" and ARGV[2] ~= "2" then
 	return 1
 end
-return 0
+local msg = held
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, ticket in ipairs(redis.call("zrange", KEYS[2], 0, 7)) do
+	local exp = tonumber(redis.call("zscore", KEYS[3], ticket))
+	if exp ~= nil and exp > now then
+		local g = redis.call("hget", KEYS[4], ticket)
+		if ARGV[4] == "1" and g then
+			local sp = string.find(g, " ", 1, true)
+			local tok = string.sub(g, sp + 1)
+			redis.call("set", KEYS[1], tok, "px", string.sub(g, 1, sp - 1))
+			msg = "grant=" .. ticket .. " " .. tok
+		else
+			msg = "next=" .. ticket .. " " .. held
+		end
+		break
+	end
+end
+local publish = "publish"
+if ARGV[2] == "2" then
+	publish = "spublish"
+end
+redis.pcall(publish, "redlock:released:" .. KEYS[1], msg)
+return 1

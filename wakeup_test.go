@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,78 @@ func TestWakeupStartsFromTheAttemptBeforeSubscribing(t *testing.T) {
 	assert.False(t, woke(w), "two of five nodes released")
 	w.released(2, "holder")
 	assert.True(t, woke(w), "a quorum released")
+}
+
+// fairWaiter is soleWaiter for a fair Lock call with ticket "T", second
+// in its locker's line (the queue, not the line, orders fair waiters).
+func fairWaiter(t *testing.T) *wakeup {
+	ls := &lines{}
+	ahead := newWakeup(5, ls)
+	ls.join(t.Name(), ahead)
+	t.Cleanup(ahead.leave)
+	w := newWakeup(5, ls)
+	w.ticket, w.granted, w.trusted = "T", make([]bool, 5), make([]bool, 5)
+	w.subscribed([]bool{true, true, true, true, true}, quorum(5))
+	ls.join(t.Name(), w)
+	t.Cleanup(w.leave)
+	return w
+}
+
+// A fair waiter sleeps through releases that name another waiter as the
+// queue's head, and a waiter that is not fair through grants (the key is
+// held by the grantee).
+func TestWakeupFairNamedOnly(t *testing.T) {
+	w := fairWaiter(t)
+	w.begin("a")
+	w.end(refusedEverywhere)
+	for i := range 5 {
+		w.released(i, "next=U holder")
+		w.released(i, "grant=U utoken")
+	}
+	assert.False(t, w.claimableLocked() || woke(w), "the releases named another waiter")
+	for i := range 3 {
+		w.released(i, "next=T holder")
+	}
+	assert.True(t, woke(w), "named on a quorum: woken though second in line")
+	assert.False(t, w.claimableLocked(), "named, not granted")
+
+	plain := soleWaiter(t)
+	plain.begin("b")
+	plain.end(refusedEverywhere)
+	for i := range 5 {
+		plain.released(i, "grant=U utoken")
+	}
+	assert.False(t, woke(plain), "a grant to someone else leaves the key held")
+}
+
+// A fair waiter may claim a grant of its latest attempt's token only from
+// a quorum of nodes that refused that attempt: a node that granted it (and
+// was rolled back with that token) or did not answer may announce a grant
+// that the rollback has since undone; and a grant of an earlier attempt's
+// token counts for nothing.
+func TestWakeupFairClaimsTrustedGrantsOnly(t *testing.T) {
+	w := fairWaiter(t)
+	w.begin("t1")
+	w.end([]error{nil, errors.New("timeout"), ErrNotAcquired, ErrNotAcquired, ErrNotAcquired})
+	w.released(0, "grant=T t1")
+	w.released(1, "grant=T t1")
+	w.released(2, "grant=T t1")
+	assert.False(t, w.claimableLocked(), "nodes 0 and 1 did not refuse t1's attempt")
+	w.released(3, "grant=T t1")
+	assert.False(t, w.claimableLocked(), "two trusted grants of five nodes")
+	w.released(4, "grant=T t1")
+	assert.True(t, w.claimableLocked(), "nodes 2, 3 and 4 refused t1's attempt, then granted t1")
+	assert.True(t, woke(w))
+
+	w.begin("t2") // the next attempt takes over any grant of t1 it finds
+	assert.False(t, w.claimableLocked(), "t1 is no longer the latest attempt's token")
+	for i := range 5 {
+		w.released(i, "grant=T t1")
+	}
+	w.end(refusedEverywhere)
+	assert.False(t, w.claimableLocked(), "grants of t1, announced late")
+	for i := range 3 {
+		w.released(i, "grant=T t2")
+	}
+	assert.True(t, w.claimableLocked())
 }

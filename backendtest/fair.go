@@ -148,6 +148,57 @@ var fairChecks = []check{
 		n.leave(key, "a")
 		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
 	}},
+	// ReleaseFair hands the key on to the queue's head: it sets the key to
+	// the token the head's latest AcquireFair registered (a grant), or, on
+	// a node that cannot vouch for grants (goredis WithReplicaAck), leaves
+	// it free for the head. The head's next AcquireFair takes it over with
+	// its new token.
+	{"ReleaseHandsOn", func(n *node) {
+		key := n.key()
+		ta := n.mustGrantFair(key, "a", 1)
+		tb, ok, _ := n.fair(key, "b", 2, longTTL)
+		if ok {
+			n.t.Fatal("AcquireFair of a held key reported true")
+		}
+		n.mustReleaseFair(key, ta, "a")
+		if n.isHeld(key) {
+			if n.acquire(key, token(), longTTL) {
+				n.t.Fatal("Acquire of a key granted to the head reported true")
+			}
+			if n.extend(key, tb, longTTL) != true {
+				n.t.Fatal("the key granted to the head does not hold the token its AcquireFair registered")
+			}
+		}
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
+		if n.isHeld(key) {
+			n.t.Fatal("the key is held after its last waiter released it")
+		}
+	}},
+	// A waiter that leaves, or releases with another token, gives back a
+	// grant it did not use, and the key goes on to the next head.
+	{"UnusedGrantGoesOn", func(n *node) {
+		key := n.key()
+		ta := n.mustGrantFair(key, "a", 1)
+		n.mustQueue(key, "b", 2, longTTL, 1)
+		tc, _, _ := n.fair(key, "c", 3, longTTL)
+		n.mustQueue(key, "d", 4, longTTL, 3)
+		n.mustReleaseFair(key, ta, "a")
+		if !n.isHeld(key) {
+			n.t.Skip("the node names the next waiter without granting it the key")
+		}
+		n.leave(key, "b")
+		if !n.release(key, tc, false) {
+			n.t.Fatal("after the head left, its grant did not go on to the next waiter")
+		}
+		n.mustQueue(key, "d", 4, longTTL, 1) // "c" is still queued: a plain Release keeps the entry
+		n.mustReleaseFair(key, n.mustGrantFair(key, "c", 3), "c")
+		if !n.releaseFair(key, token(), "d") {
+			n.t.Fatal("ReleaseFair did not delete the key granted to its ticket")
+		}
+		if n.isHeld(key) {
+			n.t.Fatal("the key is held after every waiter left")
+		}
+	}},
 	// Acquire ignores the queue (a locker without WithFairness barges).
 	{"AcquireIgnoresQueue", func(n *node) {
 		n.fairQueuer()

@@ -10,7 +10,6 @@ import (
 // The scripts of redlock.FairQueuer (WithFairness).
 var (
 	acquireFairScript = newScript(redlock.FairLua.Acquire)
-	leaveQueueScript  = newScript(redlock.FairLua.Leave)
 	releaseFairScript = newScript(redlock.FairLua.Release)
 )
 
@@ -18,8 +17,8 @@ var (
 // (redlock.QueueKeys). A grant waits for the replicas WithReplicaAck, as
 // Acquire does.
 func (g *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
-	q, exp := redlock.QueueKeys(key)
-	n, wait, err := g.exec(ctx, true, acquireFairScript, 3, key, q, exp, token, ttl.Milliseconds(), ticket, score, stay.Milliseconds())
+	q, exp, grants := redlock.QueueKeys(key)
+	n, wait, err := g.exec(ctx, true, acquireFairScript, 4, key, q, exp, grants, token, ttl.Milliseconds(), ticket, score, stay.Milliseconds())
 	if err != nil {
 		return false, 0, err
 	}
@@ -32,10 +31,10 @@ func (g *node) AcquireFair(ctx context.Context, key, token string, ttl time.Dura
 	return true, 0, nil
 }
 
-// LeaveQueue runs redlock.FairLua.Leave on the key's queue.
+// LeaveQueue runs redlock.FairLua.Release without a token, announcing
+// with PUBLISH.
 func (g *node) LeaveQueue(ctx context.Context, key, ticket string) error {
-	q, exp := redlock.QueueKeys(key)
-	_, _, err := g.exec(ctx, false, leaveQueueScript, 2, q, exp, ticket)
+	_, err := g.releaseFair(ctx, key, "", ticket, true, "1")
 	return err
 }
 
@@ -49,8 +48,16 @@ func (g *node) releaseFair(ctx context.Context, key, token, ticket string, annou
 	if announce {
 		flag = publish
 	}
-	q, exp := redlock.QueueKeys(key)
-	n, err := g.run(ctx, releaseFairScript, 3, key, q, exp, token, flag, ticket)
+	// A release grants the key to the next waiter only when the waiter
+	// can take the grant for an acquisition: not WithReplicaAck, whose
+	// acquisitions wait for the replicas (a grant, set by the releaser's
+	// script, is waited for by no one).
+	grant := "1"
+	if g.ack != nil {
+		grant = "0"
+	}
+	q, exp, grants := redlock.QueueKeys(key)
+	n, err := g.run(ctx, releaseFairScript, 4, key, q, exp, grants, token, flag, ticket, grant)
 	return n == 1, err
 }
 
@@ -82,5 +89,6 @@ func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error 
 	if err != nil {
 		return err
 	}
-	return g.failed(g.node.LeaveQueue(ctx, k, ticket))
+	_, err = g.node.releaseFair(ctx, k, "", ticket, true, "2")
+	return g.failed(err)
 }

@@ -29,8 +29,9 @@
 //     "redlock:released:{order:42}". So on a cluster node "order:42" and
 //     "{order:42}" are one lock; standalone nodes of the same Redlock use
 //     the key as given.
-//   - The queue of WithFairness (redlock.QueueKeys: key + ":queue" and
-//     key + ":queue:exp") extends the mapped key, so it shares its slot.
+//   - The queue of WithFairness (redlock.QueueKeys: key + ":queue",
+//     key + ":queue:exp" and key + ":queue:grant") extends the mapped
+//     key, so it shares its slot.
 //   - Refused by every call with an error matching redlock.ErrInvalid: a
 //     key whose first "{" is followed at once by "}" ("order:{}", an empty
 //     tag, with which Redis hashes the whole key), and a key without a tag

@@ -12,15 +12,14 @@ import (
 // The scripts of redlock.FairQueuer (WithFairness).
 var (
 	acquireFairScript = rueidis.NewLuaScript(redlock.FairLua.Acquire)
-	leaveQueueScript  = rueidis.NewLuaScript(redlock.FairLua.Leave)
 	releaseFairScript = rueidis.NewLuaScript(redlock.FairLua.Release)
 )
 
 // AcquireFair runs redlock.FairLua.Acquire on the key and its queue
 // (redlock.QueueKeys).
 func (n *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
-	q, exp := redlock.QueueKeys(key)
-	v, err := n.run(ctx, acquireFairScript, []string{key, q, exp}, token, strconv.FormatInt(ttl.Milliseconds(), 10),
+	q, exp, grants := redlock.QueueKeys(key)
+	v, err := n.run(ctx, acquireFairScript, []string{key, q, exp, grants}, token, strconv.FormatInt(ttl.Milliseconds(), 10),
 		ticket, strconv.FormatInt(score, 10), strconv.FormatInt(stay.Milliseconds(), 10))
 	if err != nil {
 		return false, 0, err
@@ -31,10 +30,10 @@ func (n *node) AcquireFair(ctx context.Context, key, token string, ttl time.Dura
 	return true, 0, nil
 }
 
-// LeaveQueue runs redlock.FairLua.Leave on the key's queue.
+// LeaveQueue runs redlock.FairLua.Release without a token, announcing
+// with PUBLISH.
 func (n *node) LeaveQueue(ctx context.Context, key, ticket string) error {
-	q, exp := redlock.QueueKeys(key)
-	_, err := n.run(ctx, leaveQueueScript, []string{q, exp}, ticket)
+	_, err := n.releaseFair(ctx, key, "", ticket, true, "1")
 	return err
 }
 
@@ -48,8 +47,8 @@ func (n *node) releaseFair(ctx context.Context, key, token, ticket string, annou
 	if announce {
 		flag = publish
 	}
-	q, exp := redlock.QueueKeys(key)
-	v, err := n.run(ctx, releaseFairScript, []string{key, q, exp}, token, flag, ticket)
+	q, exp, grants := redlock.QueueKeys(key)
+	v, err := n.run(ctx, releaseFairScript, []string{key, q, exp, grants}, token, flag, ticket, "1")
 	return v == 1, err
 }
 
@@ -79,5 +78,6 @@ func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error 
 	if err != nil {
 		return err
 	}
-	return g.node.LeaveQueue(ctx, k, ticket)
+	_, err = g.releaseFair(ctx, k, "", ticket, true, "2")
+	return err
 }
