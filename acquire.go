@@ -26,7 +26,7 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 	}
 	s := scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}
 	if cfg.fair {
-		s.what = newFairKey(cfg.clock)
+		s.what = newFairKey(cfg)
 	}
 	return s, cfg.validateNodes(l.nodes)
 }

@@ -123,10 +123,24 @@ type FairQueuer interface {
 	// its TTL, and announces "grant=" + the head's ticket + " " + that
 	// token; or, when the node cannot vouch for such a grant (goredis
 	// WithReplicaAck: an acquisition must wait for the replicas), it
-	// only names the head: "next=" + ticket + " " + token. With no head,
-	// or announce false, it announces as Release does.
+	// only names the head: "next=" + ticket + " " + token. Either goes to
+	// the head's locker's channel (NotifyGrants) when its ticket names
+	// one, else to the key's. With no head, or announce false, it
+	// announces as Release does.
 	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
+
+	// NotifyGrants is Notify for the announcements of ReleaseFair and
+	// LeaveQueue that grant the key to, or name, a ticket that begins with
+	// locker + ".": they go to that locker's channel alone,
+	// GrantChannel(key, locker), so that only the process the next
+	// holder runs in hears them.
+	NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error)
 }
+
+// GrantChannel is the channel on which a fair release announces a grant
+// to, or names, a waiter of locker: ReleaseChannel(key) + ":" + locker
+// (with Redis Cluster, of the mapped key, so it hashes to its slot).
+func GrantChannel(key, locker string) string { return ReleaseChannel(key) + ":" + locker }
 
 // QueueKeys returns the names of key's queue, of its entries' expiries
 // and of their grants, the keys FairLua's scripts take after the lock
@@ -180,8 +194,10 @@ type fairKey struct {
 	start  time.Time     // read before that attempt was sent
 }
 
-func newFairKey(clk Clock) *fairKey {
-	return &fairKey{ticket: rand.Text(), score: clk.Now().UnixMicro()}
+// newFairKey draws a Lock call's ticket: its locker's id, ".", and
+// random text (so a release can address the grant to the locker).
+func newFairKey(cfg *config) *fairKey {
+	return &fairKey{ticket: cfg.lines.id + "." + rand.Text(), score: cfg.clock.Now().UnixMicro()}
 }
 
 func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"crypto/rand"
 	"slices"
 	"sync"
 	"time"
@@ -32,9 +33,19 @@ type line struct {
 // lines holds one locker's lines that have waiters; a line is dropped
 // with its last waiter. Copies of a config share it.
 type lines struct {
+	// id names the locker to the nodes: its fair Lock calls' tickets
+	// begin with it, and the grants a release addresses to them are
+	// announced on the locker's own channel (fair.go). Random, fixed.
+	id string
 	mu sync.Mutex
 	m  map[string]*line
 }
+
+// newLines returns a locker's empty lines, with an id of its own.
+func newLines() *lines { return &lines{id: rand.Text()[:lockerIDLen]} }
+
+// lockerIDLen is the length of a locker's id: 50 random bits.
+const lockerIDLen = 10
 
 // waiting reports whether the locker has waiters in line for key. A new
 // Lock call then stands in line behind them instead of barging in with an attempt

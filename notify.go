@@ -280,7 +280,18 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 		if !ok {
 			return false, nil
 		}
-		stop, err := s.what.notify(ctx, s, n, func(token string) { w.released(i, token) })
+		announced := func(payload string) { w.released(i, payload) }
+		stop, err := s.what.notify(ctx, s, n, announced)
+		if err == nil && w.ticket != "" {
+			// A fair release addresses its grant to our locker's channel.
+			var grants func()
+			if grants, err = n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, announced); err != nil {
+				stop()
+				stop = nil
+			} else {
+				stop = both(stop, grants)
+			}
+		}
 		stops[i] = stop
 		return err == nil, err
 	})
@@ -309,6 +320,9 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 	s.cfg.lines.join(s.key, w)
 	return w, stop
 }
+
+// both returns a function that calls f and g.
+func both(f, g func()) func() { return func() { f(); g() } }
 
 // errNoNotifier is the refusal of a node that cannot notify.
 var errNoNotifier = invalidf("node cannot notify")

@@ -42,7 +42,7 @@ func defaultConfig() config {
 		strategy:    Retry(defaultRetries, defaultRetryDelay),
 		driftFactor: defaultDriftFactor,
 		clock:       systemClock{},
-		lines:       &lines{},
+		lines:       newLines(),
 	}
 }
 

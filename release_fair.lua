@@ -21,6 +21,9 @@
 -- ticket .. " " .. our token, which wakes the head alone. With no live
 -- head it is our bare token, as release.lua's. A token begins with a hex
 -- digit and a ticket has no space, so the forms cannot be confused.
+-- The grant, or the name, goes to the head's locker's channel when its
+-- ticket begins with a locker's id and "." (the key's channel, followed
+-- by ":" and the id), so that only the process it runs in hears it.
 local grants = redis.call("hget", KEYS[4], ARGV[3])
 redis.call("zrem", KEYS[2], ARGV[3])
 redis.call("zrem", KEYS[3], ARGV[3])
@@ -40,7 +43,7 @@ redis.call("del", KEYS[1])
 if ARGV[2] ~= "1" and ARGV[2] ~= "2" then
 	return 1
 end
-local msg = held
+local msg, channel = held, "redlock:released:" .. KEYS[1]
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, ticket in ipairs(redis.call("zrange", KEYS[2], 0, 7)) do
@@ -55,6 +58,12 @@ for _, ticket in ipairs(redis.call("zrange", KEYS[2], 0, 7)) do
 		else
 			msg = "next=" .. ticket .. " " .. held
 		end
+		-- A ticket that begins with its locker's id and "." is announced
+		-- on that locker's channel alone (FairQueuer.NotifyGrants).
+		local dot = string.find(ticket, ".", 1, true)
+		if dot then
+			channel = channel .. ":" .. string.sub(ticket, 1, dot - 1)
+		end
 		break
 	end
 end
@@ -62,5 +71,5 @@ local publish = "publish"
 if ARGV[2] == "2" then
 	publish = "spublish"
 end
-redis.pcall(publish, "redlock:released:" .. KEYS[1], msg)
+redis.pcall(publish, channel, msg)
 return 1

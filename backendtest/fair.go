@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"context"
 	"time"
 
 	"github.com/quorumlock/redlock"
@@ -198,6 +199,31 @@ var fairChecks = []check{
 		if n.isHeld(key) {
 			n.t.Fatal("the key is held after every waiter left")
 		}
+	}},
+	// A release announces its grant (or, on a node that does not grant,
+	// its naming) of the head whose ticket begins with a locker's id and
+	// "." on that locker's channel, where NotifyGrants hears it.
+	{"GrantAnnouncedToLocker", func(n *node) {
+		n.notifier()
+		fq := n.fairQueuer()
+		key := n.key()
+		ta := n.mustGrantFair(key, "L1.a", 1)
+		tb, _, _ := n.fair(key, "L2.b", 2, longTTL)
+		s := n.subscribe("NotifyGrants("+key+", L2)", func(ctx context.Context, released func(string)) (func(), error) {
+			return fq.NotifyGrants(ctx, key, "L2", released)
+		})
+		ctx, cancel := n.ctx()
+		defer cancel()
+		if ok, err := fq.ReleaseFair(ctx, key, ta, "L1.a", true); err != nil || !ok {
+			n.t.Fatalf("ReleaseFair by the holder = %v, %v; want true, nil", ok, err)
+		}
+		if n.isHeld(key) {
+			s.expect("grant=L2.b "+tb, "the grant to the head")
+		} else {
+			s.expect("next=L2.b "+ta, "the naming of the head")
+		}
+		s.end()
+		n.mustReleaseFair(key, n.mustGrantFair(key, "L2.b", 2), "L2.b")
 	}},
 	// Acquire ignores the queue (a locker without WithFairness barges).
 	{"AcquireIgnoresQueue", func(n *node) {

@@ -30,18 +30,28 @@ type subscription struct {
 func (n *node) notify(key string) *subscription {
 	n.t.Helper()
 	nf := n.notifier()
+	return n.subscribe("Notify("+key+")", func(ctx context.Context, released func(string)) (func(), error) {
+		return nf.Notify(ctx, key, released)
+	})
+}
+
+// subscribe makes the subscription call (Notify, or FairQueuer's
+// NotifyGrants); it is stopped when the subtest ends if the check has not
+// stopped it.
+func (n *node) subscribe(call string, subscribe func(ctx context.Context, released func(string)) (func(), error)) *subscription {
+	n.t.Helper()
 	s := &subscription{n: n, rec: newRecorder()}
 	ctx, cancel := n.ctx()
 	defer cancel()
-	stop, err := nf.Notify(ctx, key, s.rec.released)
+	stop, err := subscribe(ctx, s.rec.released)
 	if err != nil {
 		if stop != nil {
 			stop()
 		}
-		n.t.Fatalf("Notify(%q): unexpected error: %v", key, err)
+		n.t.Fatalf("%s: unexpected error: %v", call, err)
 	}
 	if stop == nil {
-		n.t.Fatalf("Notify(%q) returned a nil stop function and no error", key)
+		n.t.Fatalf("%s returned a nil stop function and no error", call)
 	}
 	s.stop = stop
 	n.t.Cleanup(s.end)

@@ -92,3 +92,22 @@ func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error 
 	_, err = g.node.releaseFair(ctx, k, "", ticket, true, "2")
 	return g.failed(err)
 }
+
+// NotifyGrants subscribes to redlock.GrantChannel(key, locker) through
+// the node's hub, as Notify does to the key's release channel.
+func (g *node) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	return g.hub.notify(ctx, g.c, key+":"+locker, granted)
+}
+
+// NotifyGrants on a cluster maps the key as Notify does: the channel
+// extends the mapped key, so it hashes to the key's slot and hub.
+func (g *clusterNode) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k, err := clusterKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return g.slotHub(slot(k)).notify(ctx, g.c, k+":"+locker, granted)
+}

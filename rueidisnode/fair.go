@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/redis/rueidis"
 )
 
@@ -80,4 +81,23 @@ func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error 
 	}
 	_, err = g.releaseFair(ctx, k, "", ticket, true, "2")
 	return err
+}
+
+// NotifyGrants subscribes to redlock.GrantChannel(key, locker) through
+// the node's hub, as Notify does to the key's release channel.
+func (n *node) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	return n.hub.notify(ctx, key+":"+locker, granted)
+}
+
+// NotifyGrants on a cluster maps the key as Notify does: the channel
+// extends the mapped key, so it hashes to the key's slot and hub.
+func (g *clusterNode) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k, err := clusterKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return g.slotHub(hashslot.Of(k)).notify(ctx, k+":"+locker, granted)
 }

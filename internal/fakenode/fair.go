@@ -42,3 +42,8 @@ func (n *Node) ReleaseFair(ctx context.Context, key, token, ticket string, annou
 	}})
 	return r.OK, r.Err
 }
+
+// NotifyGrants is the wrapped node's; the hook does not see it.
+func (n *Node) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	return n.inner.(redlock.FairQueuer).NotifyGrants(ctx, key, locker, granted)
+}
