@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,11 @@ const (
 //     rounds come after a hold, as a hand-off's do, where lu-p50 is
 //     measured back to back (hot); on a machine whose idle cores and
 //     threads take long to wake, solo-acq/s is below limit-acq/s, and the
-//     gap is what the formula does not count.
+//     gap is what the formula does not count;
+//   - gap-p50-us: the p50 of the time the key is held by nobody, from
+//     one holder starting its Unlock to the next holder's Acquire
+//     returning (intervals in acquisition order): what one hand-off
+//     costs, where the limit counts lu-p50.
 
 // luP50 measures c's uncontended Lock+Unlock p50 on key.
 func luP50(b *testing.B, c Contender, key string) time.Duration {
@@ -92,8 +97,20 @@ func soloRate(b *testing.B, c Contender, key string) float64 {
 }
 
 // handoffReport reports the metrics common to both hand-off benchmarks.
-func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int) {
+//
+// intervals are the acquisitions' [acquired, releasing] times (ns on one
+// clock), in any order; handoffReport sorts them.
+func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int, intervals [][2]int64) {
 	waits.report(b, "wait-ms", time.Millisecond)
+	slices.SortFunc(intervals, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+	if len(intervals) > 1 {
+		gaps := make(latencies, 0, len(intervals)-1)
+		for i := 1; i < len(intervals); i++ {
+			gaps = append(gaps, time.Duration(intervals[i][0]-intervals[i-1][1]))
+		}
+		slices.Sort(gaps)
+		b.ReportMetric(float64(gaps[len(gaps)/2])/float64(time.Microsecond), "gap-p50-us")
+	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
 	lo, hi := slices.Min(counts), slices.Max(counts)
 	b.ReportMetric(float64(lo), "min-acq")
@@ -125,6 +142,10 @@ func BenchmarkHandoff(b *testing.B) {
 		}
 		counts := make([]int, handoffWorkers)
 		holds := make([]time.Duration, handoffWorkers)
+		spans := make([][][2]int64, handoffWorkers) // [acquired, releasing] since start
+		for i := range spans {
+			spans[i] = make([][2]int64, 0, b.N)
+		}
 		// A Rotator's workers each use a view of their own and make
 		// exactly their share of the turns; the others take the b.N
 		// acquisitions first come, first served.
@@ -171,7 +192,9 @@ func BenchmarkHandoff(b *testing.B) {
 					}
 					time.Sleep(handoffHold)
 					inside.Add(-1)
-					holds[w] += time.Since(t1)
+					t2 := time.Now()
+					holds[w] += t2.Sub(t1)
+					spans[w] = append(spans[w], [2]int64{int64(t1.Sub(start)), int64(t2.Sub(start))})
 					if err := h.Unlock(context.Background()); err != nil {
 						b.Errorf("worker %d: unlock: %v", w, err)
 					}
@@ -186,7 +209,7 @@ func BenchmarkHandoff(b *testing.B) {
 		for _, h := range holds {
 			holdSum += h
 		}
-		handoffReport(b, elapsed, lu, holdSum, solo, slices.Concat(waits...), counts)
+		handoffReport(b, elapsed, lu, holdSum, solo, slices.Concat(waits...), counts, slices.Concat(spans...))
 	})
 }
 
@@ -416,14 +439,14 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 			b.Error(res.err)
 		}
 	}
-	slices.SortFunc(intervals, func(x, y [2]int64) int { return int(x[0] - y[0]) })
+	slices.SortFunc(intervals, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
 	for i := 1; i < len(intervals); i++ {
 		if intervals[i][0] < intervals[i-1][1] {
 			b.Errorf("two holders at once across processes: [%d, %d] and [%d, %d]",
 				intervals[i-1][0], intervals[i-1][1], intervals[i][0], intervals[i][1])
 		}
 	}
-	handoffReport(b, elapsed, lu, holdSum, solo, waits, counts)
+	handoffReport(b, elapsed, lu, holdSum, solo, waits, counts, intervals)
 }
 
 func ifNot(ok bool, format string, args ...any) error {
