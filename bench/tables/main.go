@@ -211,7 +211,10 @@ const ideal = "ideal-handoff"
 // p50), its limit-acq/s) beside ideal-handoff's acq/s ÷ the same limit,
 // all medians of the same run; and ideal-handoff's ratio to its own
 // limit-acq/s, whose Lock+Unlock is the raw floor's (SET NX, then
-// compare-and-delete). Nothing is printed when ideal-handoff did not run.
+// compare-and-delete); then what the limit counts for one hand-off (the
+// library's uncontended Lock+Unlock p50, lu-p50-us) beside what one
+// ideal hand-off took (the key held by nobody, gap-p50-us). Nothing is
+// printed when ideal-handoff did not run.
 func idealTable(w io.Writer, r results) {
 	header := false
 	for _, h := range []struct{ scenario, what string }{{"Handoff", "one process"}, {"HandoffProcs", "8 processes"}} {
@@ -223,16 +226,19 @@ func idealTable(w io.Writer, r results) {
 			}
 			if !header {
 				fmt.Fprint(w, "\n### The physical limit of a hand-off: ideal-handoff beside the library, same run\n\n")
-				fmt.Fprintln(w, "| hand-off | N | limit acq/s (redlock's) | redlock acq/s | ÷ limit | ideal-handoff acq/s | ÷ limit | redlock ÷ ideal-handoff | ideal-handoff ÷ its own limit |")
-				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+				fmt.Fprintln(w, "| hand-off | N | limit acq/s (redlock's) | redlock acq/s | ÷ limit | ideal-handoff acq/s | ÷ limit | redlock ÷ ideal-handoff | ideal-handoff ÷ its own limit | Lock+Unlock p50 µs (redlock's) | ideal hand-off gap p50 µs |")
+				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 				header = true
 			}
 			lim, limok := r.med(h.scenario, n, "redlock", "limit-acq/s")
 			ra, rok := r.med(h.scenario, n, "redlock", "acq/s")
 			il, ilok := r.med(h.scenario, n, ideal, "limit-acq/s")
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.0f | %s | %s | %s |\n", h.what, n,
+			lu, luok := r.med(h.scenario, n, "redlock", "lu-p50-us")
+			gap, gapok := r.med(h.scenario, n, ideal, "gap-p50-us")
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", h.what, n,
 				num(lim, limok, "%.0f"), num(ra, rok, "%.0f"), ratio(ra, rok, lim, limok),
-				ia, ratio(ia, iok, lim, limok), ratio(ra, rok, ia, iok), ratio(ia, iok, il, ilok))
+				ia, ratio(ia, iok, lim, limok), ratio(ra, rok, ia, iok), ratio(ia, iok, il, ilok),
+				num(lu, luok, "%.0f"), num(gap, gapok, "%.0f"))
 		}
 	}
 }
