@@ -525,3 +525,29 @@ func TestHandoffWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestRotationShare: the shares of a rotation are the turns each worker
+// takes, and add up to the total, so that no turn is left without its
+// worker.
+func TestRotationShare(t *testing.T) {
+	for n := 1; n <= handoffWorkers; n++ {
+		for total := 0; total <= 50; total++ {
+			sum := 0
+			for i := range n {
+				want := 0
+				for turn := range total {
+					if turn%n == i {
+						want++
+					}
+				}
+				if got := rotationShare(total, i, n); got != want {
+					t.Errorf("rotationShare(%d, %d, %d) = %d, want %d", total, i, n, got, want)
+				}
+				sum += rotationShare(total, i, n)
+			}
+			if sum != total {
+				t.Errorf("%d workers, %d turns: shares add up to %d", n, total, sum)
+			}
+		}
+	}
+}
