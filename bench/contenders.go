@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -68,6 +69,8 @@ type Impl string
 // rueidis's MaxFlushDelay set to FlushDelay. RedlockFair is Redlock whose
 // waiting Lock calls also ask for the queue on the nodes
 // (redlock.WithFairness); it runs in the hand-off scenarios only.
+// IdealHandoff is no lock but the fastest hand-off one round allows, with
+// no safety logic (see ideal); it runs in the hand-off scenarios only.
 const (
 	Redlock             Impl = "redlock"
 	RedlockFair         Impl = "redlock-fair"
@@ -77,6 +80,7 @@ const (
 	Redsync1ms          Impl = "redsync-1ms"
 	Redislock           Impl = "redislock"
 	Raw                 Impl = "raw"
+	IdealHandoff        Impl = "ideal-handoff"
 )
 
 // New builds contender impl over clients, one per independent master.
@@ -103,6 +107,8 @@ func New(impl Impl, clients []*redis.Client) (Contender, error) {
 		return &redislockC{c: redislock.New(clients[0])}, nil
 	case Raw:
 		return newRaw(clients)
+	case IdealHandoff:
+		return newIdeal(clients)
 	}
 	return nil, fmt.Errorf("bench: unknown contender %q", impl)
 }
@@ -435,3 +441,191 @@ func (h *rawHeld) Extend(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ---- ideal hand-off (no lock: the physical limit) ----
+
+// ideal is not a lock: it measures how fast this machine can hand one key
+// from one worker to the next at all. Its workers take turns round-robin
+// (perfectly fair, so nobody ever waits on a retry timer or loses a race):
+// a worker's Unlock runs one round, on every node concurrently one
+// script that sets the key to the next worker's token (PX TTL) and
+// PUBLISHes that token on the next worker's channel, and the next
+// worker's Acquire returns as soon as a quorum of those messages has
+// reached it over the subscription it opened up front on every node. No
+// ownership check, no validity arithmetic, no rollback, no deadline per
+// node: one round per hand-off plus the wake-up of the next worker is
+// everything it pays, which is the least any hand-off over these nodes
+// can pay. The turn number is the token, so a worker knows which grant it
+// waits for and ignores the late minority of an earlier one.
+//
+// As a Contender (the hand-off benchmarks' lu-p50 and solo rounds) it is
+// the raw floor: SET NX PX and compare-and-delete. The hand-off itself
+// runs on the views Worker returns, one per worker (see [Rotator]).
+type ideal struct {
+	*raw
+	passSHA string
+}
+
+// idealPass sets KEYS[1] to ARGV[1] for ARGV[2] ms and publishes ARGV[1]
+// on channel ARGV[3].
+const idealPass = `redis.call("set", KEYS[1], ARGV[1], "px", ARGV[2]) return redis.call("publish", ARGV[3], ARGV[1])`
+
+func newIdeal(clients []*redis.Client) (*ideal, error) {
+	r, err := newRaw(clients)
+	if err != nil {
+		return nil, err
+	}
+	c := &ideal{raw: r}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, cl := range clients {
+		if c.passSHA, err = cl.ScriptLoad(ctx, idealPass).Result(); err != nil {
+			return nil, fmt.Errorf("bench: loading the ideal hand-off script on %s: %w", cl.Options().Addr, err)
+		}
+	}
+	return c, nil
+}
+
+// A Rotator is a contender whose hand-off follows a fixed rotation: the
+// hand-off benchmarks give worker i of n its own view, and since worker i
+// takes turns i, i+n, i+2n..., each worker must make exactly its share of
+// the acquisitions ([rotationShare]), or the worker whose turn it is never
+// asks and the others wait for ever.
+type Rotator interface {
+	// Worker subscribes worker i of n to its grants of key on every node
+	// and returns when the subscriptions are confirmed, so that no grant
+	// can be published before its worker listens.
+	Worker(ctx context.Context, key string, i, n int) (RotationWorker, error)
+}
+
+// A RotationWorker is one worker's view of a Rotator. Close ends its
+// subscriptions and deletes the key if it still holds the grant that the
+// last Unlock published to this worker (nobody is left to take it), so
+// that the next run on the same key starts free.
+type RotationWorker interface {
+	Contender
+	Close() error
+}
+
+// rotationShare is how many of total acquisitions worker i of n makes in
+// a rotation starting at worker 0.
+func rotationShare(total, i, n int) int {
+	if i >= total {
+		return 0
+	}
+	return (total - i + n - 1) / n
+}
+
+func idealChannel(key string, i int) string { return key + ":ideal:" + strconv.Itoa(i) }
+
+// idealWorker is worker i of n; its m-th acquisition (from 0) is turn
+// i + m*n, whose token is the turn number.
+type idealWorker struct {
+	c      *ideal
+	key    string
+	i, n   int
+	next   int         // the turn this worker takes next
+	grants chan string // tokens published to this worker, from every node
+	subs   []*redis.PubSub
+	done   chan struct{}  // closed by Close: the readers stop
+	wg     sync.WaitGroup // the readers of subs
+}
+
+func (c *ideal) Worker(ctx context.Context, key string, i, n int) (RotationWorker, error) {
+	w := &idealWorker{c: c, key: key, i: i, n: n, next: i, grants: make(chan string, 4*len(c.clients)), done: make(chan struct{})}
+	ch := idealChannel(key, i)
+	for _, cl := range c.clients {
+		ps := cl.Subscribe(ctx, ch)
+		w.subs = append(w.subs, ps)
+		if _, err := ps.Receive(ctx); err != nil { // the confirmation
+			w.Close()
+			return nil, fmt.Errorf("bench: ideal worker %d subscribing on %s: %w", i, cl.Options().Addr, err)
+		}
+	}
+	for _, ps := range w.subs {
+		w.wg.Go(func() {
+			for {
+				m, err := ps.ReceiveMessage(context.Background())
+				if err != nil {
+					return // closed
+				}
+				select {
+				case w.grants <- m.Payload:
+				case <-w.done:
+					return
+				}
+			}
+		})
+	}
+	return w, nil
+}
+
+// Acquire waits for a quorum of grants of this worker's turn; worker 0's
+// first acquisition takes the free key with SET NX instead. wait is
+// ignored: a worker's turn comes, or ctx ends.
+func (w *idealWorker) Acquire(ctx context.Context, key string, _ bool) (Held, error) {
+	if key != w.key {
+		return nil, fmt.Errorf("bench: ideal worker of %q asked for %q", w.key, key)
+	}
+	token := strconv.Itoa(w.next)
+	if w.next == 0 {
+		if w.c.each(func(c *redis.Client) bool { return c.SetNX(ctx, key, token, TTL).Val() }) < w.c.quorum {
+			return nil, errors.New("bench: ideal hand-off: the key is not free at the start")
+		}
+	} else {
+		for got := 0; got < w.c.quorum; {
+			select {
+			case t := <-w.grants:
+				if t == token {
+					got++
+				}
+			case <-ctx.Done():
+				return nil, fmt.Errorf("bench: ideal worker %d waiting for turn %d: %w", w.i, w.next, ctx.Err())
+			}
+		}
+	}
+	turn := w.next
+	w.next += w.n
+	return idealHeld{w: w, turn: turn}, nil
+}
+
+// Close stops the subscriptions, waits for their readers, and deletes the
+// key if it holds this worker's next turn's token (the grant nobody took).
+func (w *idealWorker) Close() error {
+	var err error
+	close(w.done)
+	for _, ps := range w.subs {
+		err = errors.Join(err, ps.Close())
+	}
+	w.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	token, keys := strconv.Itoa(w.next), []string{w.key}
+	for _, c := range w.c.clients {
+		if e := c.EvalSha(ctx, w.c.delSHA, keys, token).Err(); e != nil {
+			err = errors.Join(err, fmt.Errorf("bench: ideal worker %d clearing %q: %w", w.i, w.key, e))
+		}
+	}
+	return err
+}
+
+type idealHeld struct {
+	w    *idealWorker
+	turn int
+}
+
+// Unlock passes the key to the next worker in one round.
+func (h idealHeld) Unlock(ctx context.Context) error {
+	w := h.w
+	next := h.turn + 1
+	keys := []string{w.key}
+	token, ch, px := strconv.Itoa(next), idealChannel(w.key, next%w.n), TTL.Milliseconds()
+	if w.c.each(func(c *redis.Client) bool {
+		return c.EvalSha(ctx, w.c.passSHA, keys, token, px, ch).Err() == nil
+	}) < w.c.quorum {
+		return errors.New("ideal: pass failed")
+	}
+	return nil
+}
+
+func (h idealHeld) Extend(context.Context) error { return errors.New("ideal: no extend") }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,11 @@ const (
 //     rounds come after a hold, as a hand-off's do, where lu-p50 is
 //     measured back to back (hot); on a machine whose idle cores and
 //     threads take long to wake, solo-acq/s is below limit-acq/s, and the
-//     gap is what the formula does not count.
+//     gap is what the formula does not count;
+//   - gap-p50-us: the p50 of the time the key is held by nobody, from
+//     one holder starting its Unlock to the next holder's Acquire
+//     returning (intervals in acquisition order): what one hand-off
+//     costs, where the limit counts lu-p50.
 
 // luP50 measures c's uncontended Lock+Unlock p50 on key.
 func luP50(b *testing.B, c Contender, key string) time.Duration {
@@ -92,8 +97,20 @@ func soloRate(b *testing.B, c Contender, key string) float64 {
 }
 
 // handoffReport reports the metrics common to both hand-off benchmarks.
-func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int) {
+//
+// intervals are the acquisitions' [acquired, releasing] times (ns on one
+// clock), in any order; handoffReport sorts them.
+func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int, intervals [][2]int64) {
 	waits.report(b, "wait-ms", time.Millisecond)
+	slices.SortFunc(intervals, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+	if len(intervals) > 1 {
+		gaps := make(latencies, 0, len(intervals)-1)
+		for i := 1; i < len(intervals); i++ {
+			gaps = append(gaps, time.Duration(intervals[i][0]-intervals[i-1][1]))
+		}
+		slices.Sort(gaps)
+		b.ReportMetric(float64(gaps[len(gaps)/2])/float64(time.Microsecond), "gap-p50-us")
+	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
 	lo, hi := slices.Min(counts), slices.Max(counts)
 	b.ReportMetric(float64(lo), "min-acq")
@@ -125,6 +142,33 @@ func BenchmarkHandoff(b *testing.B) {
 		}
 		counts := make([]int, handoffWorkers)
 		holds := make([]time.Duration, handoffWorkers)
+		spans := make([][][2]int64, handoffWorkers) // [acquired, releasing] since start
+		for i := range spans {
+			spans[i] = make([][2]int64, 0, b.N)
+		}
+		// A Rotator's workers each use a view of their own and make
+		// exactly their share of the turns; the others take the b.N
+		// acquisitions first come, first served.
+		cs := make([]Contender, handoffWorkers)
+		more := make([]func() bool, handoffWorkers)
+		rot, rotating := c.(Rotator)
+		for w := range handoffWorkers {
+			cs[w], more[w] = c, func() bool { return left.Add(-1) >= 0 }
+			if !rotating {
+				continue
+			}
+			v, err := rot.Worker(context.Background(), key, w, handoffWorkers)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				if err := v.Close(); err != nil {
+					b.Error(err)
+				}
+			})
+			share := rotationShare(b.N, w, handoffWorkers)
+			cs[w], more[w] = v, func() bool { share--; return share >= 0 }
+		}
 		var inside atomic.Int32
 		var wg sync.WaitGroup
 		b.ReportAllocs()
@@ -134,9 +178,9 @@ func BenchmarkHandoff(b *testing.B) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), handoffPatience)
 				defer cancel()
-				for left.Add(-1) >= 0 {
+				for more[w]() {
 					t0 := time.Now()
-					h, err := acquireWaiting(ctx, c, key)
+					h, err := acquireWaiting(ctx, cs[w], key)
 					if err != nil {
 						b.Errorf("worker %d: %v", w, err)
 						return
@@ -148,7 +192,9 @@ func BenchmarkHandoff(b *testing.B) {
 					}
 					time.Sleep(handoffHold)
 					inside.Add(-1)
-					holds[w] += time.Since(t1)
+					t2 := time.Now()
+					holds[w] += t2.Sub(t1)
+					spans[w] = append(spans[w], [2]int64{int64(t1.Sub(start)), int64(t2.Sub(start))})
 					if err := h.Unlock(context.Background()); err != nil {
 						b.Errorf("worker %d: unlock: %v", w, err)
 					}
@@ -163,7 +209,7 @@ func BenchmarkHandoff(b *testing.B) {
 		for _, h := range holds {
 			holdSum += h
 		}
-		handoffReport(b, elapsed, lu, holdSum, solo, slices.Concat(waits...), counts)
+		handoffReport(b, elapsed, lu, holdSum, solo, slices.Concat(waits...), counts, slices.Concat(spans...))
 	})
 }
 
@@ -196,7 +242,7 @@ func acquireWaiting(ctx context.Context, c Contender, key string) (Held, error) 
 // gives the child its next ticket, until none is left. Every child starts
 // with one ticket, so all eight contend all the time.
 const (
-	handoffChildEnv = "REDLOCK_BENCH_HANDOFF_CHILD" // "<impl> <key> <addr>,<addr>..."
+	handoffChildEnv = "REDLOCK_BENCH_HANDOFF_CHILD" // "<impl> <key> <addr>,<addr>... <child index>"
 	// handoffProcsTimeout bounds one BenchmarkHandoffProcs sub-benchmark;
 	// when it runs out every child is killed.
 	handoffProcsTimeout = 5 * time.Minute
@@ -233,7 +279,8 @@ func BenchmarkHandoffProcs(b *testing.B) {
 				key := fmt.Sprintf("bench:%s:%s:%d", b.Name(), impl, n)
 				lu := luP50(b, c, key+":lu")
 				solo := soloRate(b, c, key+":solo")
-				handoffProcs(b, impl, key, addrs[:n], lu, solo)
+				_, rotating := c.(Rotator)
+				handoffProcs(b, impl, key, addrs[:n], lu, solo, rotating)
 			})
 		}
 	}
@@ -254,7 +301,13 @@ type handoffResult struct {
 	err            error
 }
 
-func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.Duration, solo float64) {
+// With rotating (a [Rotator]: child i takes turns i, i+8, ...), each
+// child gets exactly its rotationShare of the tickets, one at a time, so
+// that the child whose turn it is always has one: handing the last
+// tickets to whoever reports first, as for the other contenders, could
+// leave the next turn's child without one when the pipes deliver two
+// reports out of order, and the rotation would stop.
+func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.Duration, solo float64, rotating bool) {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -278,7 +331,7 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 	}
 	for i := range handoffWorkers {
 		cmd := exec.CommandContext(ctx, exe, "-test.run=^TestHandoffWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), handoffChildEnv+"="+string(impl)+" "+key+" "+strings.Join(addrs, ","))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d", handoffChildEnv, impl, key, strings.Join(addrs, ","), i))
 		cmd.Stderr = os.Stderr
 		tickets, err := cmd.StdinPipe()
 		if err != nil {
@@ -332,10 +385,12 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 			b.Fatal("hand-off children not ready in time")
 		}
 	}
+	given := make([]int, handoffWorkers)
 	give := func(i int) {
 		if _, err := io.WriteString(children[i].tickets, "go\n"); err != nil {
 			b.Fatalf("ticket to child %d: %v", i, err)
 		}
+		given[i]++
 	}
 	b.ResetTimer()
 	start := time.Now()
@@ -363,7 +418,8 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 		waits = append(waits, res.wait)
 		holdSum += time.Duration(res.releasing - res.acq)
 		intervals = append(intervals, [2]int64{res.acq, res.releasing})
-		if handed < b.N {
+		if rotating && given[res.child] < rotationShare(b.N, res.child, handoffWorkers) ||
+			!rotating && handed < b.N {
 			give(res.child)
 			handed++
 		}
@@ -373,14 +429,24 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 	for _, ch := range children {
 		ch.tickets.Close() // the children exit on EOF
 	}
-	slices.SortFunc(intervals, func(x, y [2]int64) int { return int(x[0] - y[0]) })
+	// Let them exit on their own (a child cleans up as it exits: an
+	// ideal-handoff worker clears the grant nobody took) before the
+	// cleanup's cancel would kill them; handoffProcsTimeout still bounds
+	// the wait.
+	reapers.Wait()
+	for len(results) > 0 {
+		if res := <-results; res.err != nil {
+			b.Error(res.err)
+		}
+	}
+	slices.SortFunc(intervals, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
 	for i := 1; i < len(intervals); i++ {
 		if intervals[i][0] < intervals[i-1][1] {
 			b.Errorf("two holders at once across processes: [%d, %d] and [%d, %d]",
 				intervals[i-1][0], intervals[i-1][1], intervals[i][0], intervals[i][1])
 		}
 	}
-	handoffReport(b, elapsed, lu, holdSum, solo, waits, counts)
+	handoffReport(b, elapsed, lu, holdSum, solo, waits, counts, intervals)
 }
 
 func ifNot(ok bool, format string, args ...any) error {
@@ -398,10 +464,14 @@ func TestHandoffWorker(t *testing.T) {
 		t.Skip("started by BenchmarkHandoffProcs only")
 	}
 	f := strings.Fields(env)
-	if len(f) != 3 {
+	if len(f) != 4 {
 		t.Fatalf("%s=%q", handoffChildEnv, env)
 	}
 	impl, key := Impl(f[0]), f[1]
+	index, err := strconv.Atoi(f[3])
+	if err != nil {
+		t.Fatalf("%s=%q: %v", handoffChildEnv, env, err)
+	}
 	var clients []*redis.Client
 	for a := range strings.SplitSeq(f[2], ",") {
 		c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
@@ -414,6 +484,18 @@ func TestHandoffWorker(t *testing.T) {
 	}
 	if cl, ok := c.(interface{ Close() }); ok {
 		defer cl.Close()
+	}
+	if rot, ok := c.(Rotator); ok { // this child takes turns index, index+8, ...
+		v, err := rot.Worker(context.Background(), key, index, handoffWorkers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := v.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		c = v
 	}
 	report := os.NewFile(3, "report")
 	defer report.Close()
@@ -440,6 +522,32 @@ func TestHandoffWorker(t *testing.T) {
 		fmt.Fprintln(out, strconv.FormatInt(int64(t1.Sub(t0)), 10), t1.UnixNano(), t2.UnixNano())
 		if err := out.Flush(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestRotationShare: the shares of a rotation are the turns each worker
+// takes, and add up to the total, so that no turn is left without its
+// worker.
+func TestRotationShare(t *testing.T) {
+	for n := 1; n <= handoffWorkers; n++ {
+		for total := 0; total <= 50; total++ {
+			sum := 0
+			for i := range n {
+				want := 0
+				for turn := range total {
+					if turn%n == i {
+						want++
+					}
+				}
+				if got := rotationShare(total, i, n); got != want {
+					t.Errorf("rotationShare(%d, %d, %d) = %d, want %d", total, i, n, got, want)
+				}
+				sum += rotationShare(total, i, n)
+			}
+			if sum != total {
+				t.Errorf("%d workers, %d turns: shares add up to %d", n, total, sum)
+			}
 		}
 	}
 }

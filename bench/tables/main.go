@@ -79,7 +79,7 @@ func (r results) ops(scenario string, n int, impl string) (float64, bool) {
 }
 
 func (r results) keys(scenario string) (ns []int, impls []string) {
-	order := []string{"redlock", "redlock-fair", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "redsync", "redsync-1ms", "redislock"}
+	order := []string{"redlock", "redlock-fair", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "ideal-handoff", "redsync", "redsync-1ms", "redislock"}
 	for k := range r {
 		if k.scenario != scenario {
 			continue
@@ -197,6 +197,48 @@ func handoffTable(w io.Writer, r results, scenario string) {
 				num(lim, limok, "%.0f"), ratio(acq, ok, lim, limok), num(solo, sook, "%.0f"), ratio(acq, ok, solo, sook),
 				num(p50, p50ok, "%.1f"), num(p99, p99ok, "%.1f"), vs,
 				num(lo, look, "%.0f"), num(hi, hiok, "%.0f"), num(fair, fok, "%.2f"), num(al, alok, "%.0f"))
+		}
+	}
+}
+
+// ideal is the bench contender that is no lock but the fastest hand-off
+// one round allows (round-robin, one SET+PUBLISH script per node, no
+// safety logic): what the machine allows.
+const ideal = "ideal-handoff"
+
+// idealTable puts, per hand-off scenario and N, the library's acq/s ÷
+// the limit of issue 14's target (1 / (hold + the library's Lock+Unlock
+// p50), its limit-acq/s) beside ideal-handoff's acq/s ÷ the same limit,
+// all medians of the same run; and ideal-handoff's ratio to its own
+// limit-acq/s, whose Lock+Unlock is the raw floor's (SET NX, then
+// compare-and-delete); then what the limit counts for one hand-off (the
+// library's uncontended Lock+Unlock p50, lu-p50-us) beside what one
+// ideal hand-off took (the key held by nobody, gap-p50-us). Nothing is
+// printed when ideal-handoff did not run.
+func idealTable(w io.Writer, r results) {
+	header := false
+	for _, h := range []struct{ scenario, what string }{{"Handoff", "one process"}, {"HandoffProcs", "8 processes"}} {
+		ns, _ := r.keys(h.scenario)
+		for _, n := range ns {
+			ia, iok := r.med(h.scenario, n, ideal, "acq/s")
+			if !iok {
+				continue
+			}
+			if !header {
+				fmt.Fprint(w, "\n### The physical limit of a hand-off: ideal-handoff beside the library, same run\n\n")
+				fmt.Fprintln(w, "| hand-off | N | limit acq/s (redlock's) | redlock acq/s | ÷ limit | ideal-handoff acq/s | ÷ limit | redlock ÷ ideal-handoff | ideal-handoff ÷ its own limit | Lock+Unlock p50 µs (redlock's) | ideal hand-off gap p50 µs |")
+				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+				header = true
+			}
+			lim, limok := r.med(h.scenario, n, "redlock", "limit-acq/s")
+			ra, rok := r.med(h.scenario, n, "redlock", "acq/s")
+			il, ilok := r.med(h.scenario, n, ideal, "limit-acq/s")
+			lu, luok := r.med(h.scenario, n, "redlock", "lu-p50-us")
+			gap, gapok := r.med(h.scenario, n, ideal, "gap-p50-us")
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", h.what, n,
+				num(lim, limok, "%.0f"), num(ra, rok, "%.0f"), ratio(ra, rok, lim, limok),
+				ia, ratio(ia, iok, lim, limok), ratio(ra, rok, ia, iok), ratio(ia, iok, il, ilok),
+				num(lu, luok, "%.0f"), num(gap, gapok, "%.0f"))
 		}
 	}
 }
@@ -519,6 +561,7 @@ func main() {
 		return
 	}
 	targetTable(w, r)
+	idealTable(w, r)
 	for _, s := range throughputScenarios {
 		throughputTable(w, r, s)
 	}

@@ -121,6 +121,46 @@ func TestTablesWithoutTargetsFigures(t *testing.T) {
 	}
 }
 
+// TestIdealBesideLibrary: ideal-handoff's acq/s is divided by the
+// library's limit, beside the library's own ratio, and by its own limit;
+// a scenario where it did not run has no row.
+func TestIdealBesideLibrary(t *testing.T) {
+	r, err := parse(strings.NewReader(sample + `
+BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 630 acq/s	 750 limit-acq/s	 300 gap-p50-us
+BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 650 acq/s	 650 limit-acq/s	 500 gap-p50-us
+BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 670 acq/s	 700 limit-acq/s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	idealTable(&b, r)
+	out := b.String()
+	// 640 ÷ 700 = 0.91, 650 ÷ 700 = 0.93, 640 ÷ 650 = 0.98, 650 ÷ 700;
+	// redlock's Lock+Unlock p50 not in the sample, the gap's median of two.
+	want := "| one process | 5 | 700 | 640 | 0.91 | 650 | 0.93 | 0.98 | 0.93 | – | 400 |"
+	if !strings.Contains(out, want) {
+		t.Errorf("missing %q in\n%s", want, out)
+	}
+	if strings.Contains(out, "8 processes") {
+		t.Errorf("a row for a scenario ideal-handoff did not run in:\n%s", out)
+	}
+	b.Reset()
+	idealTable(&b, mustParse(t, sample))
+	if b.Len() != 0 {
+		t.Errorf("a table without ideal-handoff:\n%s", b.String())
+	}
+}
+
+func mustParse(t *testing.T, s string) results {
+	t.Helper()
+	r, err := parse(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestAdapterRatiosPairRounds: the i-th line of each adapter is round i;
 // the ratio is taken per round, then its median and range reported.
 func TestAdapterRatiosPairRounds(t *testing.T) {
