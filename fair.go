@@ -125,8 +125,9 @@ type FairQueuer interface {
 	// WithReplicaAck: an acquisition must wait for the replicas), it
 	// only names the head: "next=" + ticket + " " + token. Either goes to
 	// the head's locker's channel (NotifyGrants) when its ticket names
-	// one, else to the key's. With no head, or announce false, it
-	// announces as Release does.
+	// one, else to the key's. With no head it announces as Release does.
+	// With announce false (hand-off off) it neither grants nor announces:
+	// the head takes the free key with its next attempt.
 	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
 
 	// NotifyGrants is Notify for the announcements of ReleaseFair and

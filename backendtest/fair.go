@@ -49,9 +49,15 @@ func (n *node) mustGrantFair(key, ticket string, score int64) string {
 
 func (n *node) releaseFair(key, tok, ticket string) bool {
 	n.t.Helper()
+	return n.releaseFairAnnounced(key, tok, ticket, false)
+}
+
+// releaseFairAnnounced is releaseFair with announce (which a grant needs).
+func (n *node) releaseFairAnnounced(key, tok, ticket string, announce bool) bool {
+	n.t.Helper()
 	ctx, cancel := n.ctx()
 	defer cancel()
-	ok, err := n.fairQueuer().ReleaseFair(ctx, key, tok, ticket, false)
+	ok, err := n.fairQueuer().ReleaseFair(ctx, key, tok, ticket, announce)
 	if err != nil {
 		n.t.Fatalf("ReleaseFair(%q, %q, %q): unexpected error: %v", key, tok, ticket, err)
 	}
@@ -82,6 +88,9 @@ var fairChecks = []check{
 		n.mustRelease(key, n.mustGrantFair(key, "a", 20))
 		n.mustQueue(key, "b", 30, longTTL, 1) // "a" still ahead
 		n.mustReleaseFair(key, n.mustGrantFair(key, "a", 20), "a")
+		if n.isHeld(key) { // not announced: hand-off is off, nothing is granted
+			n.t.Fatal("ReleaseFair(announce=false) granted the key to the next waiter")
+		}
 		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 30), "b")
 	}},
 	// ReleaseFair by someone not holding the key removes its entry, and
@@ -149,7 +158,7 @@ var fairChecks = []check{
 		n.leave(key, "a")
 		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
 	}},
-	// ReleaseFair hands the key on to the queue's head: it sets the key to
+	// ReleaseFair, announced, hands the key on to the queue's head: it sets the key to
 	// the token the head's latest AcquireFair registered (a grant), or, on
 	// a node that cannot vouch for grants (goredis WithReplicaAck), leaves
 	// it free for the head. The head's next AcquireFair takes it over with
@@ -161,7 +170,9 @@ var fairChecks = []check{
 		if ok {
 			n.t.Fatal("AcquireFair of a held key reported true")
 		}
-		n.mustReleaseFair(key, ta, "a")
+		if !n.releaseFairAnnounced(key, ta, "a", true) {
+			n.t.Fatal("ReleaseFair by the holder reported false, want true")
+		}
 		if n.isHeld(key) {
 			if n.acquire(key, token(), longTTL) {
 				n.t.Fatal("Acquire of a key granted to the head reported true")
@@ -183,7 +194,9 @@ var fairChecks = []check{
 		n.mustQueue(key, "b", 2, longTTL, 1)
 		tc, _, _ := n.fair(key, "c", 3, longTTL)
 		n.mustQueue(key, "d", 4, longTTL, 3)
-		n.mustReleaseFair(key, ta, "a")
+		if !n.releaseFairAnnounced(key, ta, "a", true) {
+			n.t.Fatal("ReleaseFair by the holder reported false, want true")
+		}
 		if !n.isHeld(key) {
 			n.t.Skip("the node names the next waiter without granting it the key")
 		}
@@ -192,7 +205,9 @@ var fairChecks = []check{
 			n.t.Fatal("after the head left, its grant did not go on to the next waiter")
 		}
 		n.mustQueue(key, "d", 4, longTTL, 1) // "c" is still queued: a plain Release keeps the entry
-		n.mustReleaseFair(key, n.mustGrantFair(key, "c", 3), "c")
+		if !n.releaseFairAnnounced(key, n.mustGrantFair(key, "c", 3), "c", true) {
+			n.t.Fatal("ReleaseFair by the holder reported false, want true")
+		}
 		if !n.releaseFair(key, token(), "d") {
 			n.t.Fatal("ReleaseFair did not delete the key granted to its ticket")
 		}
