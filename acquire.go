@@ -208,6 +208,9 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		// Held by this locker: the nodes would refuse (line.heldUntil).
 		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
 	}
+	if !woken && w.yields() {
+		return nil, fmt.Errorf("%w: %q was released to the first of this locker's waiters", ErrNotAcquired, w.key)
+	}
 	token := newToken(w.cfg.tokenSuffix)
 	if f := w.fair(); f != nil {
 		f.plan(w.cfg)
@@ -217,10 +220,12 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		w.wake.begin(token)
 	}
 	start := w.cfg.eventStart()
+	began := w.cfg.clock.Now()
 	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
 	w.last = outcome
 	if w.wake != nil {
 		w.wake.end(outcome)
+		w.cfg.lines.yielded(w.key, w.wake, began)
 	}
 	if err != nil && w.cfg.observer != nil {
 		w.cfg.observe(Event{Kind: EventContention, Key: w.key, Attempt: w.attempts, Duration: w.cfg.clock.Now().Sub(start), Err: err})

@@ -180,6 +180,13 @@ func (w *waiter) markHeld(lock *Lock) {
 	}
 }
 
+// yields reports whether w, in line for a plain key (a fair waiter goes
+// by the queue), should leave its timer's attempt out: the line's first
+// waiter is taking a release of this locker (lines.yield).
+func (w *waiter) yields() bool {
+	return w.wake != nil && w.keys == nil && w.fair() == nil && w.cfg.lines.yieldingTo(w.key, w.wake, w.cfg.clock.Now())
+}
+
 // heldHere reports whether a lock of w's locker that a waiter in line
 // took is still valid: an attempt would be refused (line.heldUntil).
 func (w *waiter) heldHere() (time.Time, bool) {
@@ -203,7 +210,17 @@ func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 	}
 	if t == nil {
 		l.cfg.lines.unheld(l.key, l.token)
-		return l.release(ctx, until)
+		if l.slot != -1 || l.what != target(oneKey{}) || l.cfg.noHandoff {
+			return l.release(ctx, until)
+		}
+		// A plain lock (fenced or not): the release wakes the line's first
+		// waiter, and the others wait for its attempt (lines.yield), for
+		// the release's and two rounds' timeouts at most.
+		clock := l.cfg.clock
+		l.cfg.lines.yield(l.key, clock.Now().Add(3*l.cfg.timeout()+handoffSpread))
+		err := l.release(ctx, until)
+		l.cfg.lines.releasedAt(l.key, clock.Now())
+		return err
 	}
 	return l.transfer(ctx, until, t)
 }

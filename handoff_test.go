@@ -205,6 +205,58 @@ func TestTransferTakesTurns(t *testing.T) {
 	assert.True(t, free(t, ns, "transfer:turns"))
 }
 
+// Goroutines of one locker whose Unlock releases (fenced locks are not
+// transferred) still take turns in the order they stand in line: while
+// the release's announcement wakes the first waiter, which then asks the
+// gate and the other nodes, the others leave their 2 ms timers' attempts
+// out (lines.yield) instead of taking the free key ahead of it.
+func TestReleaseKeepsTheLineInOrder(t *testing.T) {
+	rl, ns := transferNodes(t, 3, redlock.WithFencing(), redlock.WithStrategy(redlock.Retry(1000, 2*time.Millisecond)))
+	const workers, rounds = 4, 15
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for range rounds {
+				l, err := rl.Lock(t.Context(), "line:order")
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				order = append(order, w)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				if err := l.Unlock(t.Context()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	assert.Zero(t, calls(ns, fakenode.Transfer), "fenced locks are released, not transferred")
+	// Once all four stand in line, and until the first of them is done,
+	// each acquisition is by the worker that acquired four before it.
+	var outOfTurn int
+	count := make([]int, workers)
+	for i, w := range order {
+		if count[w]++; count[w] == rounds {
+			break
+		}
+		if i >= 2*workers && w != order[i-workers] {
+			outOfTurn++
+		}
+	}
+	assert.Zero(t, outOfTurn, "acquisitions out of turn, in order %v", order)
+}
+
 // Goroutines of one locker taking turns while each node, at random, loses
 // replies (the command ran), fails calls (it did not run) or delivers
 // them late (after the caller gave up): transfers that fall short, land

@@ -18,7 +18,9 @@ import (
 // (handoff.go). The others still attempt when their backoff delays run
 // out, so a slow first waiter delays them by at most their delay; except
 // while a lock that a waiter of their line took is valid and not
-// unlocked (heldUntil), when the nodes would only refuse them.
+// unlocked (heldUntil), when the nodes would only refuse them, and while
+// the first waiter takes a key this locker released (yield), when they
+// would only take it out of turn.
 type line struct {
 	key     string
 	waiters []*wakeup
@@ -28,6 +30,12 @@ type line struct {
 	// know the key is held without asking the nodes (see heldUntil).
 	holder string
 	until  time.Time
+
+	// yieldUntil: a lock of this locker was just released (not
+	// transferred) while the line waited, and the release's announcement
+	// wakes the first waiter; until its attempt ends (or this time
+	// passes), the others leave their timers' attempts out (yieldingTo).
+	yieldFrom, yieldUntil time.Time
 }
 
 // lines holds one locker's lines that have waiters; a line is dropped
@@ -90,6 +98,58 @@ func (ls *lines) heldUntil(key string) time.Time {
 		return l.until
 	}
 	return time.Time{}
+}
+
+// yield records that a lock of this locker on key is being released
+// while waiters are in line for it, until at the latest: the line's
+// first waiter is about to be woken by the release. Without it, the
+// others' timers, which fire at any moment, take the free key more often
+// than not ahead of the woken waiter, whose attempt waits for the
+// announcement (and, with several nodes, for the gate's answer first):
+// the line would not be a line. The other lockers' waiters are not held
+// back; only this locker's own order is kept.
+//
+// The yield begins before the release round, and only an attempt that
+// began after that round ended (yieldFrom, set by releasedAt) ends it:
+// one that began earlier may have reached the nodes before the release.
+func (ls *lines) yield(key string, until time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil {
+		l.yieldFrom, l.yieldUntil = until, until
+	}
+}
+
+// releasedAt records that the release round of a yield ended at t.
+func (ls *lines) releasedAt(key string, t time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil && t.Before(l.yieldUntil) {
+		l.yieldFrom = t
+	}
+}
+
+// yieldingTo reports whether w, waiting in line for key, should leave
+// its timer's attempt out at now: a release of this locker is being
+// taken by the line's first waiter, which w is not.
+func (ls *lines) yieldingTo(key string, w *wakeup, now time.Time) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.m[key]
+	return l != nil && now.Before(l.yieldUntil) && l.waiters[0] != w
+}
+
+// yielded ends the yield of key's line when its first waiter's attempt
+// that began at start, after the release round ended, ended (whatever
+// its outcome: the other lockers' waiters may have won). An attempt that
+// began before, on its timer, proves nothing: the release may not have
+// reached the nodes yet.
+func (ls *lines) yielded(key string, w *wakeup, start time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil && l.waiters[0] == w && !start.Before(l.yieldFrom) {
+		l.yieldUntil = time.Time{}
+	}
 }
 
 // join puts w, one of ls's waiters, at the end of the line for key.
