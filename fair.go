@@ -99,17 +99,19 @@ type FairQueuer interface {
 	// AcquireFair first drops the key's queue entries whose expiry (node
 	// time) has passed, then adds ticket to the queue with score (or
 	// refreshes it: the score is replaced, the expiry set to now + stay)
-	// and registers token and ttl as what a release grants the entry. If
-	// key does not exist and ticket is then the queue's head (lowest
-	// score; equal scores in ticket order), or key holds the token
-	// registered for ticket before this call (a release granted it), it
+	// and registers token and ttl as what a release grants the entry,
+	// unless a call with a greater attempt (the attempt's number within
+	// its Lock call) registered already. If key does not exist and ticket
+	// is then the queue's head (lowest score; equal scores in ticket
+	// order), or key holds the token registered for ticket by a smaller
+	// attempt (a release granted it), it
 	// sets key to token with the TTL and reports true; the entry stays (a
 	// round that falls short of a quorum is rolled back with Release, and
 	// the waiter keeps its place), until ReleaseFair, LeaveQueue or its
 	// expiry removes it. Otherwise it reports false and the number of
 	// entries ahead of ticket. One atomic step (FairLua.Acquire); a key
 	// that holds anyone else's token is never set.
-	AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (ok bool, ahead int64, err error)
+	AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (ok bool, ahead int64, err error)
 
 	// LeaveQueue removes ticket from key's queue, if there, and deletes
 	// key if it holds the token a release granted to ticket, handing it
@@ -161,9 +163,9 @@ var (
 //
 //   - Acquire: KEYS[1] lock key, KEYS[2], KEYS[3] and KEYS[4] its queue,
 //     expiries and grants (QueueKeys); ARGV[1] token, ARGV[2] TTL in ms,
-//     ARGV[3] ticket, ARGV[4] score, ARGV[5] stay in ms. Replies 1 if it
-//     set the key, otherwise minus the number of entries ahead of the
-//     ticket.
+//     ARGV[3] ticket, ARGV[4] score, ARGV[5] stay in ms, ARGV[6] attempt.
+//     Replies 1 if it set the key, otherwise minus the number of entries
+//     ahead of the ticket.
 //   - Release: KEYS as Acquire's; ARGV[1] token ("" to leave the queue
 //     without a lock), ARGV[2] announce flag (as Lua.Release), ARGV[3]
 //     ticket, ARGV[4] "1" to grant the key to the next waiter, "0" to
@@ -191,8 +193,9 @@ type fairKey struct {
 	score  int64
 	delay  time.Duration // the current backoff delay (0 before the first)
 	stay   time.Duration // set before each attempt's round, read during it
-	token  string        // the latest attempt's token, which releases grant
-	start  time.Time     // read before that attempt was sent
+	token   string    // the latest attempt's token, which releases grant
+	start   time.Time // read before that attempt was sent
+	attempt int64     // that attempt's number (waiter.attempts)
 }
 
 // newFairKey draws a Lock call's ticket: its locker's id, ".", and
@@ -202,7 +205,7 @@ func newFairKey(cfg *config) *fairKey {
 }
 
 func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	ok, _, err := b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay)
+	ok, _, err := b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt)
 	return ok, err
 }
 

@@ -138,13 +138,61 @@ func TestFairReleaseGrantsTheHead(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
+// An attempt that reaches a node late, after a later attempt of the same
+// call was granted the key there by a release and claimed, leaves the key
+// alone: it must not take the grant over with its own token (its
+// rollback, or nobody, would then hold what the claimed lock counts on).
+func TestFairLateAttemptLeavesAClaimedGrant(t *testing.T) {
+	rls, fakes, clients := fairLockers(t, 3, 2)
+	const key = "fair:late"
+	held, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+
+	deliver, delivered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fakes[1][0].SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
+		if c.Op != fakenode.AcquireFair {
+			return c.Send(ctx)
+		}
+		late := false
+		once.Do(func() { late = true })
+		if !late {
+			return c.Send(ctx)
+		}
+		go func() { // the first attempt reaches node 0 only when told
+			<-deliver
+			c.Send(context.Background())
+			close(delivered)
+		}()
+		return fakenode.Result{Err: fakenode.ErrInjected}
+	})
+	ch := make(chan lockResult, 1)
+	go func() {
+		l, err := rls[1].Lock(t.Context(), key)
+		ch <- lockResult{l, err}
+	}()
+	// The first attempt (lost on node 0), then the one after subscribing.
+	testwait.Until(t, "the waiter attempted twice", func() bool { return calls(fakes[1], fakenode.AcquireFair) >= 6 })
+	require.NoError(t, held.Unlock(t.Context())) // grants the head: the waiter's second attempt's token
+	r := <-ch
+	require.NoError(t, r.err)
+	close(deliver)
+	<-delivered
+	for i, c := range clients {
+		v, err := c.Get(t.Context(), key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, r.l.Token(), v, "node %d holds the claimed lock's token", i)
+	}
+	require.NoError(t, r.l.Unlock(t.Context()))
+}
+
 // A waiter that died (its entry is never refreshed nor removed) blocks a
 // free key only until its entry expires.
 func TestFairDeadWaiterExpires(t *testing.T) {
 	rls, fakes, clients := fairLockers(t, 3, 1, redlock.WithStrategy(redlock.Retry(100, 10*time.Millisecond)))
 	const key = "fair:dead"
 	for _, f := range fakes[0] { // a waiter that started first, then died
-		ok, ahead, err := f.AcquireFair(t.Context(), key, "dead-token", 5*time.Second, "dead", 1, 200*time.Millisecond)
+		ok, ahead, err := f.AcquireFair(t.Context(), key, "dead-token", 5*time.Second, "dead", 1, 200*time.Millisecond, 1)
 		require.NoError(t, err)
 		require.True(t, ok, "the free key was granted to the first waiter, %d ahead", ahead)
 		_, err = f.Release(t.Context(), key, "dead-token", false) // a rollback keeps the entry

@@ -33,8 +33,14 @@ if not held then
 	return 0
 end
 local mine = held == ARGV[1]
+-- A grant is "TTL attempt token" (acquire_fair.lua).
+local function granted(g)
+	local sp1 = string.find(g, " ", 1, true)
+	local sp2 = string.find(g, " ", sp1 + 1, true)
+	return string.sub(g, sp2 + 1), string.sub(g, 1, sp1 - 1)
+end
 if not mine and grants then
-	mine = held == string.sub(grants, string.find(grants, " ", 1, true) + 1)
+	mine = held == granted(grants)
 end
 if not mine then
 	return 0
@@ -51,9 +57,8 @@ for _, ticket in ipairs(redis.call("zrange", KEYS[2], 0, 7)) do
 	if exp ~= nil and exp > now then
 		local g = redis.call("hget", KEYS[4], ticket)
 		if ARGV[4] == "1" and g then
-			local sp = string.find(g, " ", 1, true)
-			local tok = string.sub(g, sp + 1)
-			redis.call("set", KEYS[1], tok, "px", string.sub(g, 1, sp - 1))
+			local tok, ttl = granted(g)
+			redis.call("set", KEYS[1], tok, "px", ttl)
 			msg = "grant=" .. ticket .. " " .. tok
 		else
 			msg = "next=" .. ticket .. " " .. held

@@ -152,6 +152,8 @@ type node struct {
 	tg  Target
 	ttl time.Duration // for keys whose expiry is checked
 	pad time.Duration // waited past a TTL for a key to be gone
+
+	attempts int64 // the fair checks' AcquireFair calls, numbered in order
 }
 
 func newNode(t *testing.T, tg Target) *node {

@@ -24,7 +24,8 @@ func (n *node) fair(key, ticket string, score int64, stay time.Duration) (tok st
 	ctx, cancel := n.ctx()
 	defer cancel()
 	tok = token()
-	ok, ahead, err := n.fairQueuer().AcquireFair(ctx, key, tok, longTTL, ticket, score, stay)
+	n.attempts++
+	ok, ahead, err := n.fairQueuer().AcquireFair(ctx, key, tok, longTTL, ticket, score, stay, n.attempts)
 	if err != nil {
 		n.t.Fatalf("AcquireFair(%q, ticket %q, score %d): unexpected error: %v", key, ticket, score, err)
 	}
@@ -185,6 +186,40 @@ var fairChecks = []check{
 		if n.isHeld(key) {
 			n.t.Fatal("the key is held after its last waiter released it")
 		}
+	}},
+	// An attempt delivered late, after a later one of the same call, does
+	// not replace the later one's registration, nor take over its grant
+	// (its rollback, with its own token, would then delete a key that the
+	// later attempt's claim counts on).
+	{"LateAttemptTakesOverNothing", func(n *node) {
+		fq := n.fairQueuer()
+		key := n.key()
+		ta := n.mustGrantFair(key, "a", 1)
+		ctx, cancel := n.ctx()
+		defer cancel()
+		late, later := token(), token()
+		n.attempts += 2
+		if ok, _, err := fq.AcquireFair(ctx, key, later, longTTL, "b", 2, longTTL, n.attempts); err != nil || ok {
+			n.t.Fatalf("AcquireFair of a held key = %v, %v; want false, nil", ok, err)
+		}
+		if ok, _, err := fq.AcquireFair(ctx, key, late, longTTL, "b", 2, longTTL, n.attempts-1); err != nil || ok {
+			n.t.Fatalf("a late AcquireFair of a held key = %v, %v; want false, nil", ok, err)
+		}
+		if !n.releaseFairAnnounced(key, ta, "a", true) {
+			n.t.Fatal("ReleaseFair by the holder reported false, want true")
+		}
+		if n.isHeld(key) {
+			if !n.extend(key, later, longTTL) {
+				n.t.Fatal("the grant went to the late attempt's token, not the later one's")
+			}
+			if ok, _, err := fq.AcquireFair(ctx, key, token(), longTTL, "b", 2, longTTL, n.attempts-1); err != nil || ok {
+				n.t.Fatalf("a late AcquireFair took over the later attempt's grant: %v, %v", ok, err)
+			}
+			if !n.extend(key, later, longTTL) {
+				n.t.Fatal("the later attempt's grant lost its token to a late attempt")
+			}
+		}
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
 	}},
 	// A waiter that leaves, or releases with another token, gives back a
 	// grant it did not use, and the key goes on to the next head.

@@ -16,9 +16,9 @@ var (
 // AcquireFair runs redlock.FairLua.Acquire on the key and its queue
 // (redlock.QueueKeys). A grant waits for the replicas WithReplicaAck, as
 // Acquire does.
-func (g *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+func (g *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
 	q, exp, grants := redlock.QueueKeys(key)
-	n, wait, err := g.exec(ctx, true, acquireFairScript, 4, key, q, exp, grants, token, ttl.Milliseconds(), ticket, score, stay.Milliseconds())
+	n, wait, err := g.exec(ctx, true, acquireFairScript, 4, key, q, exp, grants, token, ttl.Milliseconds(), ticket, score, stay.Milliseconds(), attempt)
 	if err != nil {
 		return false, 0, err
 	}
@@ -74,12 +74,12 @@ func (g *clusterNode) ReleaseFair(ctx context.Context, key, token, ticket string
 
 // AcquireFair on a cluster maps the key as Acquire does (clusterKey): the
 // queue's names extend the mapped key, so they share its hash slot.
-func (g *clusterNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+func (g *clusterNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
 	k, err := clusterKey(key)
 	if err != nil {
 		return false, 0, err
 	}
-	ok, ahead, err := g.node.AcquireFair(ctx, k, token, ttl, ticket, score, stay)
+	ok, ahead, err := g.node.AcquireFair(ctx, k, token, ttl, ticket, score, stay, attempt)
 	return ok, ahead, g.failed(err)
 }
 

@@ -18,10 +18,10 @@ var (
 
 // AcquireFair runs redlock.FairLua.Acquire on the key and its queue
 // (redlock.QueueKeys).
-func (n *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+func (n *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
 	q, exp, grants := redlock.QueueKeys(key)
 	v, err := n.run(ctx, acquireFairScript, []string{key, q, exp, grants}, token, strconv.FormatInt(ttl.Milliseconds(), 10),
-		ticket, strconv.FormatInt(score, 10), strconv.FormatInt(stay.Milliseconds(), 10))
+		ticket, strconv.FormatInt(score, 10), strconv.FormatInt(stay.Milliseconds(), 10), strconv.FormatInt(attempt, 10))
 	if err != nil {
 		return false, 0, err
 	}
@@ -65,12 +65,12 @@ func (g *clusterNode) ReleaseFair(ctx context.Context, key, token, ticket string
 
 // AcquireFair on a cluster maps the key as Acquire does (clusterKey): the
 // queue's names extend the mapped key, so they share its hash slot.
-func (g *clusterNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+func (g *clusterNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
 	k, err := clusterKey(key)
 	if err != nil {
 		return false, 0, err
 	}
-	return g.node.AcquireFair(ctx, k, token, ttl, ticket, score, stay)
+	return g.node.AcquireFair(ctx, k, token, ttl, ticket, score, stay, attempt)
 }
 
 // LeaveQueue on a cluster maps the key as Acquire does (clusterKey).

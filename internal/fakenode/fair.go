@@ -17,9 +17,9 @@ const (
 // AcquireFair passes through the hook to the wrapped node, which must
 // implement redlock.FairQueuer when it is used. The hook sees the ahead
 // count only through what Send does; Result carries it in Fence.
-func (n *Node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration) (bool, int64, error) {
+func (n *Node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
 	r := n.call(ctx, Call{Op: AcquireFair, Key: key, Token: token, send: func(ctx context.Context) Result {
-		ok, ahead, err := n.inner.(redlock.FairQueuer).AcquireFair(ctx, key, token, ttl, ticket, score, stay)
+		ok, ahead, err := n.inner.(redlock.FairQueuer).AcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
 		return Result{OK: ok, Fence: ahead, Err: err}
 	}})
 	return r.OK, r.Fence, r.Err
