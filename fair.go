@@ -189,13 +189,13 @@ const fairMargin = 10 * time.Millisecond
 // is never transferred (scope.transferable).
 type fairKey struct {
 	oneKey
-	ticket string
-	score  int64
-	delay  time.Duration // the current backoff delay (0 before the first)
-	stay   time.Duration // set before each attempt's round, read during it
-	token   string    // the latest attempt's token, which releases grant
-	start   time.Time // read before that attempt was sent
-	attempt int64     // that attempt's number (waiter.attempts)
+	ticket  string
+	score   int64
+	delay   time.Duration // the current backoff delay (0 before the first)
+	stay    time.Duration // set before each attempt's round, read during it
+	token   string        // the latest attempt's token, which releases grant
+	start   time.Time     // read before that attempt was sent
+	attempt int64         // that attempt's number (waiter.attempts)
 }
 
 // newFairKey draws a Lock call's ticket: its locker's id, ".", and
