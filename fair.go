@@ -265,8 +265,9 @@ func (w *wakeup) claimableLocked() bool {
 // token, and the announcement of a grant made before the rollback can
 // arrive after it. The token is the latest attempt's (a grant of an
 // earlier one is taken over by the next attempt instead): no later
-// attempt of ours can have replaced it, and nobody else's script deletes
-// or sets a key that holds it. So the lock is valid until start + TTL −
+// attempt of ours can have replaced it, an earlier one delivered late
+// does not take it over (AcquireFair's attempt numbers), and nobody
+// else's script deletes or sets a key that holds it. So the lock is valid until start + TTL −
 // drift, like one acquired by a round that began at start, and exclusion
 // rests on the same quorum of keys.
 func (w *waiter) claim() *Lock {
