@@ -170,20 +170,34 @@ func TestTransferToAWaiterThatLeft(t *testing.T) {
 // row a release gives other lockers their chance.
 func TestTransferTakesTurns(t *testing.T) {
 	rl, ns := transferNodes(t, 3, redlock.WithStrategy(redlock.Retry(1000, 2*time.Millisecond)))
-	const workers, rounds = 4, 25
+	takeTurns(t, rl, "transfer:turns", 4, 25, nil)
+	transfers := calls(ns, fakenode.Transfer) / 3
+	assert.Positive(t, transfers, "hand-offs transferred")
+	assert.Positive(t, calls(ns, fakenode.Release), "the chain of transfers is bounded")
+	assert.True(t, free(t, ns, "transfer:turns"))
+}
+
+// takeTurns runs workers goroutines that each Lock key on rl rounds
+// times, call held (if set) with their number, hold it a millisecond and
+// Unlock; it fails the test on an error or two holders at once.
+func takeTurns(t *testing.T, rl *redlock.Redlock, key string, workers, rounds int, held func(w int)) {
+	t.Helper()
 	var inside atomic.Int32
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
 			for range rounds {
-				l, err := rl.Lock(t.Context(), "transfer:turns")
+				l, err := rl.Lock(t.Context(), key)
 				if err != nil {
 					errs <- err
 					return
 				}
 				if inside.Add(1) != 1 {
 					errs <- errors.New("two holders at once")
+				}
+				if held != nil {
+					held(w)
 				}
 				time.Sleep(time.Millisecond)
 				inside.Add(-1)
@@ -197,12 +211,8 @@ func TestTransferTakesTurns(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		t.Fatal(err)
 	}
-	transfers := calls(ns, fakenode.Transfer) / 3
-	assert.Positive(t, transfers, "hand-offs transferred")
-	assert.Positive(t, calls(ns, fakenode.Release), "the chain of transfers is bounded")
-	assert.True(t, free(t, ns, "transfer:turns"))
 }
 
 // Goroutines of one locker whose Unlock releases (fenced locks are not
@@ -215,32 +225,11 @@ func TestReleaseKeepsTheLineInOrder(t *testing.T) {
 	const workers, rounds = 4, 15
 	var mu sync.Mutex
 	var order []int
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			for range rounds {
-				l, err := rl.Lock(t.Context(), "line:order")
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				order = append(order, w)
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				if err := l.Unlock(t.Context()); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	takeTurns(t, rl, "line:order", workers, rounds, func(w int) {
+		mu.Lock()
+		order = append(order, w)
+		mu.Unlock()
+	})
 	assert.Zero(t, calls(ns, fakenode.Transfer), "fenced locks are released, not transferred")
 	// Once all four stand in line, and until the first of them is done,
 	// each acquisition is by the worker that acquired four before it.
