@@ -368,8 +368,14 @@ func (sw *semWaiter) passOver(order []int) (*Lock, error) {
 // granted marks lock as a permit of its slot: the one its key names, which
 // for a permit handed over (taken by any slot's waiter) may not be the
 // slot attempted.
+//
+// It also records the permit as its slot's holder in the locker's line
+// for the slot, if any (line.held, as a mutex waiter does): until its
+// Unlock, or its validity's end, the other calls of the locker take the
+// slot as held without asking the nodes (waiter.heldHere).
 func (sw *semWaiter) granted(lock *Lock) *Lock {
 	lock.slot = slices.Index(sw.sem.keys, lock.key)
+	sw.cfg().lines.held(lock.key, lock.token, lock.until)
 	return lock
 }
 

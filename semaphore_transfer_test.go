@@ -63,7 +63,19 @@ func semWaitFor(t *testing.T, ctx context.Context, rl *redlock.Redlock, sem *red
 	return ch
 }
 
-// onTransfer makes every node run before(ctx) before each Transfer call.
+// heldBack returns a channel that blocks the transfers of a test until the
+// returned function (or the test's end, or the watchdog) closes it.
+func heldBack(t *testing.T) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release) // a test that fails halfway leaves no call blocked
+	stop := time.AfterFunc(watchdog, release)
+	t.Cleanup(func() { stop.Stop() })
+	return ch, release
+}
+
+// onTransfer makes every node run before() before each Transfer call.
 func onTransfer(ns []*fakenode.Node, before func()) {
 	for _, f := range ns {
 		f.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
@@ -124,7 +136,7 @@ func TestSemaphoreTransferPassesOverAWaiterBeingHanded(t *testing.T) {
 	defer cancel()
 	w1 := semWaitFor(t, ctx, rl, sem, ns, true)
 	w2 := semWaitFor(t, ctx, rl, sem, ns, false)
-	proceed := make(chan struct{})
+	proceed, release := heldBack(t)
 	var blocked atomic.Bool
 	onTransfer(ns, func() {
 		if !blocked.Load() {
@@ -139,7 +151,7 @@ func TestSemaphoreTransferPassesOverAWaiterBeingHanded(t *testing.T) {
 	r2 := <-w2
 	require.NoError(t, r2.err)
 	assert.Equal(t, held[1].Slot(), r2.l.Slot(), "the second waiter was handed the second permit")
-	close(proceed)
+	release()
 	require.NoError(t, <-unlocked)
 	r1 := <-w1
 	require.NoError(t, r1.err)
@@ -158,14 +170,14 @@ func TestSemaphoreTransferOnePermitPerCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
 	defer cancel()
 	got := semWaitFor(t, ctx, rl, sem, ns, true)
-	proceed := make(chan struct{})
+	proceed, release := heldBack(t)
 	onTransfer(ns, func() { <-proceed })
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- held[0].Unlock(t.Context()) }()
 	testwait.Until(t, "the transfer is under way", func() bool { return calls(ns, fakenode.Transfer) == 3 })
 	require.NoError(t, held[1].Unlock(t.Context()), "released: the only waiter is being handed a permit")
 	assert.Equal(t, 3, calls(ns, fakenode.Transfer), "one transfer round")
-	close(proceed)
+	release()
 	require.NoError(t, <-unlocked)
 	r := <-got
 	require.NoError(t, r.err)
@@ -183,7 +195,7 @@ func TestSemaphoreTransferToAWaiterThatLeft(t *testing.T) {
 	held := fill(t, sem)
 	ctx, cancel := context.WithCancel(t.Context())
 	got := semWaitFor(t, ctx, rl, sem, ns, true)
-	proceed := make(chan struct{})
+	proceed, release := heldBack(t)
 	onTransfer(ns, func() { <-proceed })
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- held[0].Unlock(t.Context()) }()
@@ -192,7 +204,7 @@ func TestSemaphoreTransferToAWaiterThatLeft(t *testing.T) {
 	r := <-got
 	assert.ErrorIs(t, r.err, context.Canceled)
 	assert.Nil(t, r.l)
-	close(proceed)
+	release()
 	require.NoError(t, <-unlocked)
 	assert.True(t, free(t, ns, sem.SlotKey(0)), "the permit handed to nobody was released")
 	assert.Zero(t, redlock.InLine(rl, sem.SlotKey(0)))
