@@ -53,6 +53,13 @@ import (
 // waiter's subscriptions outlive its call only while other calls of the
 // same Semaphore are in flight: the next waiter takes them over instead of
 // subscribing again, and the last call to end stops them (see park).
+//
+// A permit's Unlock hands the slot over (handoff.go) to the first call of
+// its locker in the slot's line that is not already being handed, or
+// holding, a permit: one transfer round instead of a release, the
+// announcement, and the woken waiter's gated attempt. A call takes
+// transfers for all its slots through one transferSlot (xfer), so it is
+// handed one permit at most.
 
 // MaxPermits bounds the permits of a Semaphore. A full semaphore costs an
 // Acquire one round per permit, and a waiter one subscription per permit
