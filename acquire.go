@@ -166,7 +166,7 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 // watch subscribes to the key's releases and joins its locker's line
 // for it. It reports whether any node could be subscribed.
 func (w *waiter) watch() bool {
-	wake, stop := w.watchReleases(w.ctx)
+	wake, stop := w.watchReleases(w.ctx, w.xfer)
 	if wake == nil {
 		return false
 	}

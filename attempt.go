@@ -29,7 +29,8 @@ type waiter struct {
 	watched   bool       // subscribing was tried (once per call)
 	wake      *wakeup    // release announcements, once subscribed
 	unwatch   func()
-	gate      int // the hand-off gate for woken attempts (gate.go), or -1
+	gate      int           // the hand-off gate for woken attempts (gate.go), or -1
+	xfer      *transferSlot // a semaphore call's, shared by its slots' waiters; nil for a lock's own
 }
 
 // newToken draws the random value one attempt stores under the key, a

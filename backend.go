@@ -131,6 +131,16 @@ type Starter interface {
 	StartExtend(ctx context.Context, key, token string, ttl time.Duration) Pending
 }
 
+// TransferStarter is the optional capability of a Starter that is also a
+// Transferrer and splits Transfer the same way: StartTransfer sends its
+// command and returns at once, and the Pending's Finish answers as
+// Transfer would, under every rule of Starter. A transfer round (hand-off
+// within a locker) over nodes that are all TransferStarters runs without
+// a goroutine per node.
+type TransferStarter interface {
+	StartTransfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) Pending
+}
+
 // Pending is a call a Starter started.
 type Pending interface {
 	// Finish returns the call's answer, as Acquire, Release or Extend

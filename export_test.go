@@ -37,3 +37,6 @@ func linesOf(l Locker) *lines {
 	}
 	panic("not a locker of this package")
 }
+
+// HandoffChain bounds consecutive transfers of a key within one locker.
+const HandoffChain = handoffChain

@@ -44,10 +44,18 @@ import (
 // next Unlock releases instead, and the key goes to whoever wins it,
 // waiters of this locker included.
 //
+// Semaphore permits. A permit is the lock of one slot (semaphore.go), and
+// its Unlock hands it, the same way, to a waiter of the same locker in
+// line for that slot: the first one in line that is not already being
+// handed, or holding, a permit of another slot. A semaphore call takes
+// transfers for all its slots through one transferSlot, so that it is
+// handed at most one permit; the permit it wakes with is that of the
+// slot the lock's key names.
+//
 // Not transferred: locks whose Unlock comes after their validity, fenced
-// locks (the next holder needs a fencing token of its own, which only an
-// acquisition issues), sets (LockMany), reader and writer shares, and
-// semaphore permits; and waiters of any of those.
+// locks and permits (the next holder needs a fencing token of its own,
+// which only an acquisition issues), sets (LockMany), reader and writer
+// shares; and waiters of any of those.
 
 // handoffChain bounds consecutive transfers of a key within one locker;
 // see above.
@@ -56,14 +64,18 @@ const handoffChain = 8
 // transferSlot is where an Unlock of the waiter's locker leaves the lock
 // it handed to the waiter. The waiter's wakeup carries it while in line.
 type transferSlot struct {
-	s    scope  // the waiter's: its TTL, drift allowance and token suffix
-	wake func() // the waiter's wake-up
+	s     scope  // the waiter's: its TTL, drift allowance and token suffix
+	wake  func() // the waiter's wake-up
+	spend func() // spends a wake-up of wake's still pending once the lock is taken
 
 	mu   sync.Mutex
 	busy bool  // an Unlock is transferring to the waiter
-	gone bool  // the waiter's Lock call is over: nothing is handed to it any more
+	gone bool  // the waiter's call is over, or took a handed lock: nothing is handed to it any more
 	got  *Lock // handed over, not taken yet
 }
+
+// free reports whether t can be claimed; t.mu held.
+func (t *transferSlot) free() bool { return !t.busy && !t.gone && t.got == nil }
 
 // transferable reports whether a lock of s can be handed over by a
 // transfer round: a plain lock on one key, without fencing, with
@@ -82,25 +94,34 @@ func (s scope) transferable() bool {
 
 // claim returns the slot of the first waiter in line for key, marked
 // busy, if it takes transfers and none is under way or waiting to be
-// taken; otherwise nil.
-func (ls *lines) claim(key string) *transferSlot {
+// taken; otherwise nil. For a permit (passOn), the first waiter whose slot
+// is not taken (a call of the semaphore being handed, or holding, a
+// permit of another slot) is the one; a waiter that takes no transfers
+// still ends the search.
+func (ls *lines) claim(key string, passOn bool) *transferSlot {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l := ls.m[key]
 	if l == nil {
 		return nil
 	}
-	t := l.waiters[0].transfer
-	if t == nil {
-		return nil
+	for _, w := range l.waiters {
+		t := w.transfer
+		if t == nil {
+			return nil
+		}
+		t.mu.Lock()
+		if t.free() {
+			t.busy = true
+			t.mu.Unlock()
+			return t
+		}
+		t.mu.Unlock()
+		if !passOn {
+			return nil
+		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.busy || t.gone || t.got != nil {
-		return nil
-	}
-	t.busy = true
-	return t
+	return nil
 }
 
 // deliver ends the transfer under way: it leaves lock (nil when the
@@ -121,12 +142,22 @@ func (t *transferSlot) deliver(lock *Lock) bool {
 	return true
 }
 
-// take returns the lock handed to the waiter, if any, once.
+// take returns the lock handed to the waiter, if any, once; the waiter
+// then takes no more transfers.
 func (t *transferSlot) take() *Lock {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	l := t.got
 	t.got = nil
+	if l != nil {
+		t.gone = true
+	}
+	t.mu.Unlock()
+	if l != nil && t.spend != nil {
+		// Spend the wake-up that came with it: left pending, leaving the
+		// line would pass it on, and the next waiter would attempt on a
+		// key that we now hold.
+		t.spend()
+	}
 	return l
 }
 
@@ -147,17 +178,7 @@ func (w *waiter) transferred() *Lock {
 	if w.wake == nil || w.wake.transfer == nil || w.ctx.Err() != nil {
 		return nil
 	}
-	l := w.wake.transfer.take()
-	if l != nil {
-		// Spend the wake-up that came with it: left pending, leaving the
-		// line would pass it on, and the next waiter would attempt on a
-		// key that we now hold.
-		select {
-		case <-w.wake.ch:
-		default:
-		}
-	}
-	return l
+	return w.wake.transfer.take()
 }
 
 // dropTransfer ends w's taking of transfers, once it has left its line;
@@ -166,8 +187,15 @@ func (w *waiter) dropTransfer() {
 	if w.wake == nil || w.wake.transfer == nil {
 		return
 	}
-	if l := w.wake.transfer.abandon(); l != nil {
-		l.scope().releaseAll(w.ctx, l.token)
+	w.wake.transfer.letGo(w.ctx)
+}
+
+// letGo marks t's waiter gone and releases a lock handed to it and not
+// taken (announced, so that the next waiter wakes).
+func (t *transferSlot) letGo(ctx context.Context) {
+	if l := t.abandon(); l != nil {
+		l.cfg.lines.unheld(l.key, l.token)
+		l.scope().releaseAll(ctx, l.token)
 	}
 }
 
@@ -205,8 +233,8 @@ func (w *waiter) heldHere() (time.Time, bool) {
 // along, and the other waiters need not ask the nodes.
 func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 	var t *transferSlot
-	if l.chain < handoffChain && l.slot == -1 && l.scope().transferable() && l.cfg.clock.Now().Before(until) {
-		t = l.cfg.lines.claim(l.key)
+	if l.chain < handoffChain && l.scope().transferable() && l.cfg.clock.Now().Before(until) {
+		t = l.cfg.lines.claim(l.key, l.slot >= 0)
 	}
 	if t == nil {
 		l.cfg.lines.unheld(l.key, l.token)

@@ -257,6 +257,14 @@ func (w *wakeup) recordLocked(outcome []error) {
 // refused by the gate asks no other node).
 var errNotAsked = errors.New("redlock: node not asked")
 
+// spend drops a pending wake-up.
+func (w *wakeup) spend() {
+	select {
+	case <-w.ch:
+	default:
+	}
+}
+
 func (w *wakeup) wake() {
 	select {
 	case w.ch <- struct{}{}:
@@ -268,7 +276,11 @@ func (w *wakeup) wake() {
 // it, each bounded by the per-node timeout, then puts the waiter in line.
 // It returns nil when no node could be subscribed; otherwise the caller
 // must call the stop function.
-func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
+//
+// The waiter takes transfers (handoff.go) through t when t is not nil (a
+// semaphore call's, shared by its slots), else through a slot of its own
+// when its locks are transferable.
+func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, func()) {
 	nodes := s.nodes
 	w := newWakeup(len(nodes), s.cfg.lines)
 	if f, ok := s.what.(*fairKey); ok { // before any announcement can arrive
@@ -312,8 +324,10 @@ func (s scope) watchReleases(ctx context.Context) (*wakeup, func()) {
 		ok[i] = err == nil
 	}
 	w.subscribed(ok, quorum(len(nodes)))
-	if s.transferable() {
-		w.transfer = &transferSlot{s: s, wake: w.wake}
+	if t != nil {
+		w.transfer = t
+	} else if s.transferable() {
+		w.transfer = &transferSlot{s: s, wake: w.wake, spend: w.spend}
 	}
 	// In line only once subscribed, so the first in line is always one
 	// that notifications reach.

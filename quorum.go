@@ -107,7 +107,8 @@ func (s scope) record(ctx context.Context, op string, refused error, errs []erro
 
 // split reports whether a round of op can run as started calls: a
 // single-key acquire (not fenced), release or extend, over nodes that are
-// all Starters.
+// all Starters, or a transfer over nodes that are all TransferStarters
+// too.
 func (s scope) split(op string) bool {
 	if _, ok := s.what.(oneKey); !ok {
 		return false
@@ -118,6 +119,12 @@ func (s scope) split(op string) bool {
 			return false
 		}
 	case "release", "extend":
+	case "transfer":
+		for _, b := range s.nodes {
+			if _, ok := b.(TransferStarter); !ok {
+				return false
+			}
+		}
 	default:
 		return false
 	}
@@ -134,9 +141,10 @@ func (s scope) split(op string) bool {
 // turn, so the nodes work on their commands at the same time and the
 // round waits for the slowest, as with a goroutine per node. The round's
 // call is run as it is, on a stand-in for each node (a starting) whose
-// Acquire, Release or Extend starts the node's call instead of making it;
-// so the callers of fanOut need not know which way their round runs. A
-// call that answers without reaching the node is taken as its answer.
+// Acquire, Release, Extend or Transfer starts the node's call instead of
+// making it; so the callers of fanOut need not know which way their round
+// runs. A call that answers without reaching the node is taken as its
+// answer.
 func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call nodeCall, errs []error) {
 	sp := startings.Get().(*[]starting)
 	st := *sp
@@ -163,8 +171,9 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 }
 
 // starting stands in for a node during a started round (fanOutStarted):
-// its Acquire, Release and Extend start the node's call and keep the
-// Pending; whatever else the round's call asks of it goes to the node.
+// its Acquire, Release, Extend and Transfer start the node's call and
+// keep the Pending; whatever else the round's call asks of it goes to the
+// node.
 type starting struct {
 	Backend
 	st    Starter
@@ -188,6 +197,13 @@ func (d *starting) Release(ctx context.Context, key, token string, announce bool
 
 func (d *starting) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	d.p = d.st.StartExtend(ctx, key, token, ttl)
+	return false, nil
+}
+
+// Transfer starts the node's Transfer; split allows a transfer round only
+// over TransferStarters.
+func (d *starting) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
+	d.p = d.Backend.(TransferStarter).StartTransfer(ctx, key, oldToken, newToken, ttl)
 	return false, nil
 }
 

@@ -53,6 +53,13 @@ import (
 // waiter's subscriptions outlive its call only while other calls of the
 // same Semaphore are in flight: the next waiter takes them over instead of
 // subscribing again, and the last call to end stops them (see park).
+//
+// A permit's Unlock hands the slot over (handoff.go) to the first call of
+// its locker in the slot's line that is not already being handed, or
+// holding, a permit: one transfer round instead of a release, the
+// announcement, and the woken waiter's gated attempt. A call takes
+// transfers for all its slots through one transferSlot (xfer), so it is
+// handed one permit at most.
 
 // MaxPermits bounds the permits of a Semaphore. A full semaphore costs an
 // Acquire one round per permit, and a waiter one subscription per permit
@@ -212,6 +219,15 @@ func (sm *Semaphore) acquire(ctx context.Context, cfg *config) (*Lock, error) {
 		ws[j] = waiter{scope: s, ctx: ctx, gate: -1}
 		sw.slots[j], sw.index[j] = &ws[j], i
 	}
+	if s := ws[0].scope; s.transferable() {
+		// One slot for every slot's waiter: the call is handed one permit
+		// at most (handoff.go).
+		sw.handed = make(chan struct{}, 1)
+		sw.xfer = &transferSlot{s: s, wake: sw.hand, spend: sw.spend}
+		for j := range ws {
+			ws[j].xfer = sw.xfer
+		}
+	}
 	sm.mu.Lock()
 	sm.calls++
 	sm.mu.Unlock()
@@ -231,6 +247,37 @@ type semWaiter struct {
 	watched bool      // subscribing was tried (once per call)
 	inLine  bool      // the call joined its locker's line without a first pass
 	probe   int       // the slot (in slots) a guided pass attempts even if held
+
+	xfer   *transferSlot // where an Unlock of the locker hands this call a permit (handoff.go); nil when not transferable
+	handed chan struct{} // a permit was handed over
+}
+
+// hand and spend are xfer's wake-up: sent when a permit is handed over,
+// spent when it is taken.
+func (sw *semWaiter) hand() {
+	select {
+	case sw.handed <- struct{}{}:
+	default:
+	}
+}
+
+func (sw *semWaiter) spend() {
+	select {
+	case <-sw.handed:
+	default:
+	}
+}
+
+// transferred returns the permit handed to this call, if any, while the
+// call is on.
+func (sw *semWaiter) transferred() *Lock {
+	if sw.xfer == nil || sw.ctx.Err() != nil {
+		return nil
+	}
+	if l := sw.xfer.take(); l != nil {
+		return sw.granted(l)
+	}
+	return nil
 }
 
 func (sw *semWaiter) cfg() *config { return sw.slots[0].cfg }
@@ -264,6 +311,9 @@ func (sw *semWaiter) run() (*Lock, error) {
 		}
 		delay, ok := sw.cfg().strategy.Backoff(retry)
 		if !ok {
+			if lock := sw.transferred(); lock != nil {
+				return lock, nil
+			}
 			return nil, exhausted(retry, sw.attempts(), err)
 		}
 		timer := sw.cfg().clock.After(delay)
@@ -312,7 +362,7 @@ func (sw *semWaiter) passOver(order []int) (*Lock, error) {
 	for _, j := range order {
 		lock, err := sw.slots[j].try(false)
 		if err == nil {
-			return sw.granted(j, lock), nil
+			return sw.granted(lock), nil
 		}
 		if sw.ctx.Err() != nil {
 			return nil, err
@@ -322,9 +372,17 @@ func (sw *semWaiter) passOver(order []int) (*Lock, error) {
 	return nil, sw.full(errs)
 }
 
-// granted marks lock as a permit of its slot.
-func (sw *semWaiter) granted(j int, lock *Lock) *Lock {
-	lock.slot = sw.index[j]
+// granted marks lock as a permit of its slot: the one its key names, which
+// for a permit handed over (taken by any slot's waiter) may not be the
+// slot attempted.
+//
+// It also records the permit as its slot's holder in the locker's line
+// for the slot, if any (line.held, as a mutex waiter does): until its
+// Unlock, or its validity's end, the other calls of the locker take the
+// slot as held without asking the nodes (waiter.heldHere).
+func (sw *semWaiter) granted(lock *Lock) *Lock {
+	lock.slot = slices.Index(sw.sem.keys, lock.key)
+	sw.cfg().lines.held(lock.key, lock.token, lock.until)
 	return lock
 }
 
@@ -412,13 +470,19 @@ func (sw *semWaiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock
 		if chosen < 2 { // ctx ended or the delay ran out
 			return nil, err
 		}
-		w := sw.slots[chosen-2]
+		if lock := sw.transferred(); lock != nil {
+			return lock, nil
+		}
+		if chosen == 2 { // handed a permit, taken meanwhile or the call over
+			continue
+		}
+		w := sw.slots[chosen-3]
 		if w.gate < 0 && !spread(sw.ctx, len(w.nodes)) {
 			continue // ctx ended: the next select returns
 		}
 		lock, e := w.try(true)
 		if e == nil {
-			return sw.granted(chosen-2, lock), nil
+			return sw.granted(lock), nil
 		}
 		err = e
 	}
@@ -474,12 +538,13 @@ func refusedByAll(n int) []error {
 	return out
 }
 
-// selectCases are ctx's end, timer, and each subscribed slot's wake-ups,
-// in slot order (a nil channel never fires).
+// selectCases are ctx's end, timer, a permit handed over, and each
+// subscribed slot's wake-ups, in slot order (a nil channel never fires).
 func (sw *semWaiter) selectCases(timer <-chan time.Time) []reflect.SelectCase {
-	cases := make([]reflect.SelectCase, 2, 2+len(sw.slots))
+	cases := make([]reflect.SelectCase, 3, 3+len(sw.slots))
 	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sw.ctx.Done())}
 	cases[1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer)}
+	cases[2] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sw.handed)}
 	for _, w := range sw.slots {
 		var ch <-chan struct{}
 		if w.wake != nil {
@@ -529,6 +594,11 @@ func (sm *Semaphore) park(sw *semWaiter) {
 			w.wake.leave() // out of line first: a parked wakeup wakes nobody
 			set[sw.index[j]] = subscription{w.wake, w.unwatch}
 		}
+	}
+	if sw.xfer != nil {
+		// Out of every line (or about to be): no transfer to this call
+		// any more; a permit handed to it and not taken is released.
+		defer sw.xfer.letGo(sw.ctx)
 	}
 	sm.mu.Lock()
 	sm.calls--
@@ -595,5 +665,6 @@ func (w *waiter) rewatch(sub subscription) {
 			wk.gateOn(g)
 		}
 	}
+	wk.transfer = w.xfer // the parked one's was its call's, gone
 	w.cfg.lines.join(w.key, wk)
 }

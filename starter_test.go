@@ -11,6 +11,7 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -122,6 +123,61 @@ func TestRoundsOverStartersStartEveryNodeFirst(t *testing.T) {
 	j.take()
 	require.NoError(t, l.Unlock(ctx))
 	assert.Equal(t, want("release"), j.take())
+}
+
+// transferStartingNode is a startingNode that also notifies releases
+// and transfers, starting its transfers (redlock.TransferStarter).
+type transferStartingNode struct{ *startingNode }
+
+func (n transferStartingNode) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+	return n.Backend.(redlock.Notifier).Notify(ctx, key, released)
+}
+
+func (n transferStartingNode) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
+	return n.Backend.(redlock.Transferrer).Transfer(ctx, key, oldToken, newToken, ttl)
+}
+
+func (n transferStartingNode) StartTransfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) redlock.Pending {
+	return n.start("transfer", func() (bool, error) { return n.Transfer(ctx, key, oldToken, newToken, ttl) })
+}
+
+// TestTransferRoundOverTransferStartersStartsEveryNodeFirst: over nodes
+// that are all TransferStarters, Unlock's transfer round to a waiter
+// starts every node's transfer, then finishes each in turn.
+func TestTransferRoundOverTransferStartersStartsEveryNodeFirst(t *testing.T) {
+	sn, _, j := startingNodes(t, 3)
+	bs := make([]redlock.Backend, len(sn))
+	for i, n := range sn {
+		bs[i] = transferStartingNode{n}
+	}
+	rl, err := redlock.New(bs, redlock.WithStrategy(redlock.Retry(5, time.Second)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	l, err := tryLock(ctx, rl, "k")
+	require.NoError(t, err)
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := rl.Lock(ctx, "k")
+		got <- lockResult{l, err}
+	}()
+	// Its first attempt, and the one once subscribed and in line: six
+	// journal entries each.
+	testwait.Until(t, "the waiter's two attempts", func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return len(j.entries) == 12+6 // and the first Lock's
+	})
+	require.Equal(t, 1, redlock.InLine(rl, "k"))
+	j.take()
+	require.NoError(t, l.Unlock(ctx))
+	name := func(i int) string { return sn[i].Name() }
+	assert.Equal(t, []string{"start transfer " + name(0), "start transfer " + name(1), "start transfer " + name(2),
+		"finish " + name(0), "finish " + name(1), "finish " + name(2)}, j.take())
+	r := <-got
+	require.NoError(t, r.err)
+	assert.NotEqual(t, l.Token(), r.l.Token())
+	require.NoError(t, r.l.Unlock(ctx))
 }
 
 // TestRoundsOverStartersReportFailedStarts: a node whose Start failed (a

@@ -14,6 +14,10 @@ var transferScript = newScript(redlock.Lua.Transfer)
 // script (redlock.Lua.Transfer). It grants the next holder, so a node
 // WithReplicaAck waits for the replicas as Acquire does.
 func (g *node) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
+	if g.w != nil {
+		kind, n, err := g.w.do(ctx, transferCommand(key, oldToken, newToken, ttl))
+		return replyBool(opScript, kind, n, err)
+	}
 	n, wait, err := g.exec(ctx, true, transferScript, 1, key, oldToken, newToken, ttl.Milliseconds())
 	if err != nil || n != 1 {
 		return false, err
@@ -22,6 +26,17 @@ func (g *node) Transfer(ctx context.Context, key, oldToken, newToken string, ttl
 		return false, err // made, maybe lost in a failover: may have happened
 	}
 	return true, nil
+}
+
+// StartTransfer sends Transfer's script on the node's own connection and
+// returns at once (redlock.TransferStarter).
+func (g *wireNode) StartTransfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) redlock.Pending {
+	return g.w.start(ctx, transferCommand(key, oldToken, newToken, ttl))
+}
+
+// transferCommand is Transfer on the node's own connection.
+func transferCommand(key, oldToken, newToken string, ttl time.Duration) command {
+	return command{op: opScript, s: &transferScript, key: key, token: oldToken, next: newToken, n: ttl.Milliseconds()}
 }
 
 // Transfer on a cluster maps the key as Acquire does (clusterKey).

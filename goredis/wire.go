@@ -128,6 +128,7 @@ type command struct {
 	fenced bool // KEYS are key and key + fenceSuffix
 	key    string
 	token  string
+	next   string // Transfer's new token, after token; "" for none
 	flag   string // Release's announce flag; "" when n is the last argument
 	n      int64  // TTL in ms, or a fence
 }
@@ -147,6 +148,9 @@ func (c *command) encode(b []byte, eval bool) []byte {
 	n := 6
 	if c.fenced {
 		n = 7
+	}
+	if c.next != "" {
+		n++
 	}
 	b = appendArray(b, n)
 	if eval {
@@ -170,6 +174,9 @@ func (c *command) encode(b []byte, eval bool) []byte {
 		b = appendBulk(b, c.key)
 	}
 	b = appendBulk(b, c.token)
+	if c.next != "" {
+		b = appendBulk(b, c.next)
+	}
 	if c.flag != "" {
 		return appendBulk(b, c.flag)
 	}
