@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -170,17 +169,18 @@ func TestTransferToAWaiterThatLeft(t *testing.T) {
 // row a release gives other lockers their chance.
 func TestTransferTakesTurns(t *testing.T) {
 	rl, ns := transferNodes(t, 3, redlock.WithStrategy(redlock.Retry(1000, 2*time.Millisecond)))
-	takeTurns(t, rl, "transfer:turns", 4, 25, nil)
+	takeTurns(t, 4, 25, 1, lockOf(rl, "transfer:turns"), nil)
 	transfers := calls(ns, fakenode.Transfer) / 3
 	assert.Positive(t, transfers, "hand-offs transferred")
 	assert.Positive(t, calls(ns, fakenode.Release), "the chain of transfers is bounded")
 	assert.True(t, free(t, ns, "transfer:turns"))
 }
 
-// takeTurns runs workers goroutines that each Lock key on rl rounds
-// times, call held (if set) with their number, hold it a millisecond and
-// Unlock; it fails the test on an error or two holders at once.
-func takeTurns(t *testing.T, rl *redlock.Redlock, key string, workers, rounds int, held func(w int)) {
+// takeTurns runs workers goroutines that each take a lock with acquire
+// rounds times, call held (if set) with their number, hold it a
+// millisecond and Unlock; it fails the test on an error or more than
+// holders holding at once.
+func takeTurns(t *testing.T, workers, rounds, holders int, acquire func(context.Context) (*redlock.Lock, error), held func(w int)) {
 	t.Helper()
 	var inside atomic.Int32
 	var wg sync.WaitGroup
@@ -188,13 +188,13 @@ func takeTurns(t *testing.T, rl *redlock.Redlock, key string, workers, rounds in
 	for w := range workers {
 		wg.Go(func() {
 			for range rounds {
-				l, err := rl.Lock(t.Context(), key)
+				l, err := acquire(t.Context())
 				if err != nil {
 					errs <- err
 					return
 				}
-				if inside.Add(1) != 1 {
-					errs <- errors.New("two holders at once")
+				if inside.Add(1) > int32(holders) {
+					errs <- fmt.Errorf("more than %d holders at once", holders)
 				}
 				if held != nil {
 					held(w)
@@ -215,6 +215,11 @@ func takeTurns(t *testing.T, rl *redlock.Redlock, key string, workers, rounds in
 	}
 }
 
+// lockOf returns rl's Lock of key as takeTurns's acquire.
+func lockOf(rl *redlock.Redlock, key string) func(context.Context) (*redlock.Lock, error) {
+	return func(ctx context.Context) (*redlock.Lock, error) { return rl.Lock(ctx, key) }
+}
+
 // Goroutines of one locker whose Unlock releases (fenced locks are not
 // transferred) still take turns in the order they stand in line: while
 // the release's announcement wakes the first waiter, which then asks the
@@ -225,7 +230,7 @@ func TestReleaseKeepsTheLineInOrder(t *testing.T) {
 	const workers, rounds = 4, 15
 	var mu sync.Mutex
 	var order []int
-	takeTurns(t, rl, "line:order", workers, rounds, func(w int) {
+	takeTurns(t, workers, rounds, 1, lockOf(rl, "line:order"), func(w int) {
 		mu.Lock()
 		order = append(order, w)
 		mu.Unlock()

@@ -5,7 +5,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -240,35 +239,7 @@ func TestSemaphoreTransferChainIsBounded(t *testing.T) {
 		}
 		return c.Send(ctx)
 	})
-	const workers, rounds = 5, 30
-	var inside atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Go(func() {
-			for range rounds {
-				l, err := sem.Acquire(t.Context())
-				if err != nil {
-					errs <- err
-					return
-				}
-				if inside.Add(1) > 2 {
-					errs <- errors.New("more holders than permits")
-				}
-				time.Sleep(time.Millisecond)
-				inside.Add(-1)
-				if err := l.Unlock(t.Context()); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	takeTurns(t, 5, 30, 2, func(ctx context.Context) (*redlock.Lock, error) { return sem.Acquire(ctx) }, nil)
 	longest, transfers := 0, 0
 	for _, seq := range ops {
 		run := 0
