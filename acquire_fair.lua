@@ -60,10 +60,13 @@ if granted then
 	redis.call("set", KEYS[1], ARGV[1], "px", ARGV[2])
 end
 -- The queue outlives no entry: its keys expire with the latest one.
-if redis.call("pttl", KEYS[2]) < stay then
-	redis.call("pexpire", KEYS[2], stay)
-	redis.call("pexpire", KEYS[3], stay)
-	redis.call("pexpire", KEYS[4], stay)
+-- Each is checked on its own: one written by an older version of this
+-- script, or created by this call under a queue that lives longer, must
+-- not be left without an expiry.
+for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+	if redis.call("pttl", k) < stay then
+		redis.call("pexpire", k, stay)
+	end
 end
 if granted then
 	return 1

@@ -186,6 +186,26 @@ func TestFairLateAttemptLeavesAClaimedGrant(t *testing.T) {
 	require.NoError(t, r.l.Unlock(t.Context()))
 }
 
+// Every key of a queue gets an expiry, also one that a queue written by
+// an older version lacked (here: the grants, deleted by hand under a
+// queue that lives longer than the new entry's stay).
+func TestFairQueueKeysExpire(t *testing.T) {
+	_, fakes, clients := fairLockers(t, 1, 1)
+	const key = "fair:expire"
+	fq, c := fakes[0][0], clients[0]
+	_, _, err := fq.AcquireFair(t.Context(), key, "tok-a", 5*time.Second, "a", 1, 5*time.Second, 1)
+	require.NoError(t, err)
+	q, exp, grants := redlock.QueueKeys(key)
+	require.NoError(t, c.Del(t.Context(), grants).Err())
+	_, _, err = fq.AcquireFair(t.Context(), key, "tok-b", 5*time.Second, "b", 2, 100*time.Millisecond, 1)
+	require.NoError(t, err)
+	for _, k := range []string{q, exp, grants} {
+		ttl, err := c.PTTL(t.Context(), k).Result()
+		require.NoError(t, err)
+		assert.Positive(t, ttl, "%s expires", k)
+	}
+}
+
 // A waiter that died (its entry is never refreshed nor removed) blocks a
 // free key only until its entry expires.
 func TestFairDeadWaiterExpires(t *testing.T) {
