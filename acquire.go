@@ -214,7 +214,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	token := newToken(w.cfg.tokenSuffix)
 	if f := w.fair(); f != nil {
 		f.plan(w.cfg)
-		f.token, f.start, f.attempt = token, w.cfg.clock.Now(), int64(w.attempts)
+		f.start, f.attempt = w.cfg.clock.Now(), int64(w.attempts)
 	}
 	if w.wake != nil {
 		w.wake.begin(token)

@@ -193,8 +193,7 @@ type fairKey struct {
 	score   int64
 	delay   time.Duration // the current backoff delay (0 before the first)
 	stay    time.Duration // set before each attempt's round, read during it
-	token   string        // the latest attempt's token, which releases grant
-	start   time.Time     // read before that attempt was sent
+	start   time.Time     // read before the latest attempt was sent (its token: wakeup.grantTok)
 	attempt int64         // that attempt's number (waiter.attempts)
 }
 
@@ -239,7 +238,7 @@ func (f *fairKey) plan(cfg *config) {
 // latest attempt's token on a quorum of the nodes that refused that
 // attempt (see claim).
 func (w *wakeup) claimableLocked() bool {
-	if w.ticket == "" || w.grantTok == "" {
+	if w.grantTok == "" { // not a fair waiter, or no attempt since subscribing
 		return false
 	}
 	n := 0
@@ -267,16 +266,16 @@ func (w *wakeup) claimableLocked() bool {
 // earlier one is taken over by the next attempt instead): no later
 // attempt of ours can have replaced it, an earlier one delivered late
 // does not take it over (AcquireFair's attempt numbers), and nobody
-// else's script deletes or sets a key that holds it. So the lock is valid until start + TTL −
-// drift, like one acquired by a round that began at start, and exclusion
-// rests on the same quorum of keys.
+// else's script deletes or sets a key that holds it. So the lock is valid
+// until start + TTL − drift, like one acquired by a round that began at
+// start, and exclusion rests on the same quorum of keys.
 func (w *waiter) claim() *Lock {
 	f := w.fair()
 	if f == nil || w.wake == nil {
 		return nil
 	}
 	w.wake.mu.Lock()
-	ok := w.wake.claimableLocked() && w.wake.grantTok == f.token
+	ok, token := w.wake.claimableLocked(), w.wake.grantTok
 	w.wake.mu.Unlock()
 	if !ok || validity(w.cfg.ttl, w.cfg.clock.Now().Sub(f.start), w.cfg.drift()) <= 0 {
 		return nil
@@ -284,7 +283,7 @@ func (w *waiter) claim() *Lock {
 	// Nothing to leave: the lock's release removes the entry on every
 	// node, and deletes a grant that came to a node after the claim.
 	w.last = make([]error, len(w.nodes))
-	return w.grant(f.token, nil, f.start)
+	return w.grant(token, nil, f.start)
 }
 
 // fair returns the waiter's fairKey, or nil.

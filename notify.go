@@ -33,9 +33,10 @@ import (
 // A fair release (WithFairness, fair.go) names the queue's head in its
 // announcement, or grants it the key: only that waiter wakes, wherever it
 // stands in its locker's line. Within a locker only the first in line
-// for the key is woken by other releases (see line.go): waking them all would make all but one fail an attempt and
-// roll back; and when the nodes are Transferrers, Unlock does not release
-// at all but hands the key to that waiter (handoff.go). Across lockers
+// for the key is woken by other releases (see line.go): waking them all
+// would make all but one fail an attempt and roll back; and when the
+// nodes are Transferrers, Unlock does not release at all but hands the
+// key to that waiter (handoff.go). Across lockers
 // (processes) one waiter per locker competes, and with several nodes the
 // key's gate (gate.go) decides among them;
 // BenchmarkHandoff in handoff_bench_test.go measures wait times and
@@ -205,10 +206,7 @@ func (w *wakeup) begin(token string) {
 		clear(w.trusted)
 	}
 	clear(w.heardFrom)
-	select {
-	case <-w.ch:
-	default:
-	}
+	drain(w.ch)
 }
 
 // end records an attempt's outcome per node (see record) and wakes the
@@ -258,17 +256,24 @@ func (w *wakeup) recordLocked(outcome []error) {
 var errNotAsked = errors.New("redlock: node not asked")
 
 // spend drops a pending wake-up.
-func (w *wakeup) spend() {
+func (w *wakeup) spend() { drain(w.ch) }
+
+func (w *wakeup) wake() { signal(w.ch) }
+
+// signal leaves a pending signal on ch, a channel of capacity one, unless
+// one is pending already.
+func signal(ch chan struct{}) {
 	select {
-	case <-w.ch:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-func (w *wakeup) wake() {
+// drain drops ch's pending signal, if any.
+func drain(ch chan struct{}) {
 	select {
-	case w.ch <- struct{}{}:
-	default: // a wake-up is already pending
+	case <-ch:
+	default:
 	}
 }
 

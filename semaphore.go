@@ -254,19 +254,9 @@ type semWaiter struct {
 
 // hand and spend are xfer's wake-up: sent when a permit is handed over,
 // spent when it is taken.
-func (sw *semWaiter) hand() {
-	select {
-	case sw.handed <- struct{}{}:
-	default:
-	}
-}
+func (sw *semWaiter) hand() { signal(sw.handed) }
 
-func (sw *semWaiter) spend() {
-	select {
-	case <-sw.handed:
-	default:
-	}
-}
+func (sw *semWaiter) spend() { drain(sw.handed) }
 
 // transferred returns the permit handed to this call, if any, while the
 // call is on.
@@ -652,10 +642,7 @@ func (w *waiter) rewatch(sub subscription) {
 	clear(wk.held)
 	clear(wk.heardFrom)
 	wk.heard, wk.trying, wk.gate = false, false, -1
-	select {
-	case <-wk.ch:
-	default:
-	}
+	drain(wk.ch)
 	wk.mu.Unlock()
 	w.wake, w.unwatch = wk, sub.stop
 	wk.record(w.last)
