@@ -110,6 +110,9 @@ func (w *waiter) run() (*Lock, error) {
 		if w.ctx.Err() != nil {
 			return nil, cancelled(w.ctx, err)
 		}
+		if w.waitsForGrant(retry) {
+			continue
+		}
 		if lock, e = w.try(false); e == nil {
 			return lock, nil
 		}
@@ -215,6 +218,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	if f := w.fair(); f != nil {
 		f.plan(w.cfg)
 		f.start, f.attempt = w.cfg.clock.Now(), int64(w.attempts)
+		f.behind.Store(0)
 	}
 	if w.wake != nil {
 		w.wake.begin(token)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"sync/atomic"
 	"time"
 )
 
@@ -195,6 +196,10 @@ type fairKey struct {
 	stay    time.Duration // set before each attempt's round, read during it
 	start   time.Time     // read before the latest attempt was sent (its token: wakeup.grantTok)
 	attempt int64         // that attempt's number (waiter.attempts)
+	// behind counts the nodes on which the latest attempt found two
+	// entries or more ahead in the queue (set by its round's calls, which
+	// all end before the round does; reset before the next).
+	behind atomic.Int32
 }
 
 // newFairKey draws a Lock call's ticket: its locker's id, ".", and
@@ -204,7 +209,10 @@ func newFairKey(cfg *config) *fairKey {
 }
 
 func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	ok, _, err := b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt)
+	ok, ahead, err := b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt)
+	if err == nil && !ok && ahead > 1 {
+		f.behind.Add(1)
+	}
 	return ok, err
 }
 
@@ -232,6 +240,42 @@ func (f *fairKey) plan(cfg *config) {
 		}
 	}
 	f.stay = min(max(next, 0)+2*cfg.timeout()+fairMargin, cfg.ttl)
+}
+
+// waitsForGrant reports whether a fair waiter lets the backoff delay
+// that ran out pass without an attempt, and waits on for the next one
+// (retry), since the attempt could only refuse:
+//   - its latest attempt was made while subscribed, to a quorum of the
+//     nodes (an announcement of anything that happened since reaches
+//     it), and found two entries or more ahead of it on a quorum of nodes.
+//     It becomes the head there only when the entries ahead leave: by a
+//     release, which grants the key to the next and announces it, by a
+//     leave, which announces too, or by expiring. The waiter next in line
+//     (one entry ahead, the holder's or a waiter's) attempts on every
+//     delay as before, and so finds a key whose holder died and whose TTL
+//     ran out (nobody announces that);
+//   - its entry will still be on the nodes after the next delay: the
+//     attempt that refreshes it then comes at the latest a node timeout
+//     and fairMargin before the entry's stay runs out (an expired entry is
+//     dropped, and the waiter would be queued anew by its next attempt);
+//   - the strategy grants another delay (its last attempt is made).
+//
+// So a waiter further back waits for its grant instead of asking the
+// nodes every time its delay runs out: with 8 processes contending at 5
+// nodes, those refused attempts were most of the nodes' and clients' work
+// (BENCHMARKS.md), on a machine the hand-off shares with them. The cost:
+// when the entries ahead expire unannounced (their waiters died), it
+// notices at its next refresh rather than at its next delay.
+func (w *waiter) waitsForGrant(retry int) bool {
+	f := w.fair()
+	if f == nil || w.wake == nil || !w.wake.listening() || int(f.behind.Load()) < quorum(len(w.nodes)) {
+		return false
+	}
+	next, ok := w.cfg.strategy.Backoff(retry + 1)
+	if !ok {
+		return false
+	}
+	return w.cfg.clock.Now().Add(next + w.cfg.timeout() + fairMargin).Before(f.start.Add(f.stay))
 }
 
 // claimableLocked reports whether releases granted the fair waiter's

@@ -206,6 +206,67 @@ func TestFairQueueKeysExpire(t *testing.T) {
 	}
 }
 
+// A waiter two places or more behind in the queue lets its backoff
+// delays pass without attempts while its entry lives on (a release will
+// grant it the key and announce it), then takes the key by that grant;
+// the waiter next in line keeps attempting.
+func TestFairWaiterBehindWaitsForItsGrant(t *testing.T) {
+	rls, fakes, clients := fairLockers(t, 3, 3, redlock.WithStrategy(redlock.Retry(20, 10*time.Millisecond)))
+	const key = "fair:behind"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a waiter never granted fails instead of hanging
+	defer cancel()
+	held, err := rls[0].Lock(t.Context(), key) // the holder's entry stays queued until its release
+	require.NoError(t, err)
+	next := queued(t, ctx, rls[1], fakes[1], key)
+	behind := queued(t, ctx, rls[2], fakes[2], key)
+	testwait.Until(t, "the waiter behind subscribed and attempted again", func() bool { return calls(fakes[2], fakenode.AcquireFair) >= 2*len(clients) })
+	nextBefore, behindBefore := calls(fakes[1], fakenode.AcquireFair), calls(fakes[2], fakenode.AcquireFair)
+	time.Sleep(200 * time.Millisecond) // delays of 10, 20, 40, 80 ms run out meanwhile
+	assert.Greater(t, calls(fakes[1], fakenode.AcquireFair), nextBefore, "the waiter next in line attempts when its delays run out")
+	assert.Equal(t, behindBefore, calls(fakes[2], fakenode.AcquireFair), "the waiter behind makes no attempt")
+
+	require.NoError(t, held.Unlock(t.Context()))
+	r := <-next
+	require.NoError(t, r.err)
+	require.NoError(t, r.l.Unlock(t.Context()))
+	r = <-behind
+	require.NoError(t, r.err, "the waiter behind took the key it was granted")
+	assert.Equal(t, behindBefore, calls(fakes[2], fakenode.AcquireFair), "by the grant, without an attempt")
+	require.NoError(t, r.l.Unlock(t.Context()))
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
+// A waiter behind others keeps its entry alive while it waits longer than
+// an entry's stay: it skips attempts only while its entry outlives the
+// next delay, so a later Lock call never overtakes it.
+func TestFairWaiterBehindKeepsItsPlace(t *testing.T) {
+	opts := []redlock.Option{redlock.WithStrategy(redlock.Retry(30, 5*time.Millisecond)), redlock.WithNodeTimeout(20 * time.Millisecond)}
+	rls, fakes, clients := fairLockers(t, 3, 5, opts...)
+	const key = "fair:place"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	held, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+	waiters := []<-chan lockResult{
+		queued(t, ctx, rls[1], fakes[1], key),
+		queued(t, ctx, rls[2], fakes[2], key),
+		queued(t, ctx, rls[3], fakes[3], key),
+	}
+	// Entries stay a few delays plus 50 ms unless refreshed (the
+	// holder's, refreshed by nobody, expires).
+	time.Sleep(500 * time.Millisecond)
+	assert.GreaterOrEqual(t, queueLen(t, clients, key), int64(3*len(clients)), "the waiters' entries are still queued")
+	waiters = append(waiters, queued(t, ctx, rls[4], fakes[4], key))
+
+	require.NoError(t, held.Unlock(t.Context()))
+	for i, ch := range waiters {
+		r := <-ch
+		require.NoError(t, r.err, "waiter %d", i+1)
+		require.NoError(t, r.l.Unlock(t.Context()))
+	}
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
 // A waiter that died (its entry is never refreshed nor removed) blocks a
 // free key only until its entry expires.
 func TestFairDeadWaiterExpires(t *testing.T) {

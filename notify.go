@@ -111,6 +111,15 @@ func (w *wakeup) subscribed(ok []bool, quorum int) {
 	w.need, w.quorum = min(quorum, n), quorum
 }
 
+// listening reports whether a fair waiter hears the grants of its latest
+// attempt's token: that attempt began once subscribed (begin set
+// grantTok), and a quorum of the nodes announce to us.
+func (w *wakeup) listening() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grantTok != "" && w.need >= w.quorum
+}
+
 // gateOn makes wake-ups wait for node i's release (gate.go); -1 for none.
 func (w *wakeup) gateOn(i int) {
 	w.mu.Lock()
