@@ -82,6 +82,7 @@ package goredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -114,7 +115,9 @@ import (
 // (after a restart or SCRIPT FLUSH). Commands that concurrent callers send
 // to one node go out together as one pipeline (pipeline.go); a caller
 // alone sends at once. Release announcements reach waiters over one shared
-// pub/sub connection per node, open only while someone waits (hub.go).
+// pub/sub connection per node, read only while someone waits (hub.go);
+// a node with a connection of its own (below) keeps it open, subscribed
+// to nothing, between waits.
 //
 // # The node's own connection
 //
@@ -148,6 +151,15 @@ import (
 // lives: closing the go-redis client does not close it, the node's
 // Close does (New's node of a *redis.Client is an io.Closer; type-assert
 // it when nodes come and go during the process's life).
+//
+// Such a node also keeps its pub/sub connection when the last waiter
+// leaves: it unsubscribes every channel and parks it, unread and with no
+// goroutine, for the next waiter, whom it saves a dial and a greeting
+// (with several processes taking turns on a key, each Lock call that
+// waits would otherwise dial every node; BENCHMARKS.md, "Keeping the
+// pub/sub connection"). Close closes it too; a parked connection the
+// server closed meanwhile is dialled again by go-redis for the next
+// waiter.
 func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if isNil(c) {
 		return nil, fmt.Errorf("%w: goredis.New: nil client", redlock.ErrInvalid)
@@ -175,6 +187,7 @@ func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	}
 	n := &node{c: c, name: name, q: coalescer{c: c}, ack: ack}
 	if n.w = newWire(c, &o, name); n.w != nil {
+		n.hub.keep = true // closed by Close, as the wire
 		return &wireNode{n}, nil
 	}
 	return n, nil
@@ -216,7 +229,7 @@ func (g *node) Close() error {
 	if g.w == nil {
 		return nil
 	}
-	return g.w.close()
+	return errors.Join(g.w.close(), g.hub.close())
 }
 
 // node is the Backend of one go-redis client.

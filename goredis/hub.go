@@ -15,12 +15,14 @@ import (
 )
 
 // hub multiplexes one node's release channels to the waiters in this
-// process over a single pub/sub connection. The connection and its two
-// goroutines (one receives and dispatches, one writes SUBSCRIBE,
-// UNSUBSCRIBE and PING) exist only while at least one waiter is
-// subscribed: the last stop closes them, and they end within
-// subscribeTimeout, so an idle backend holds no goroutine and needs no
-// Close. The zero hub is ready. The bookkeeping (which channels have
+// process over a single pub/sub connection. Its two goroutines (one
+// receives and dispatches, one writes SUBSCRIBE, UNSUBSCRIBE and PING)
+// exist only while at least one waiter is subscribed: the last stop ends
+// them within subscribeTimeout, so an idle backend holds no goroutine. It
+// closes the connection too, unless the hub keeps it (keep: a node with
+// a connection of its own, which has a Close): then the connection is
+// parked, subscribed to nothing, for the next waiter (see
+// subscription.Close). The zero hub is ready. The bookkeeping (which channels have
 // waiters, which are subscribed, which await a numbered PING, dispatch)
 // is package internal/subhub's, shared with the rueidis adapter; this
 // file is the go-redis glue.
@@ -70,6 +72,55 @@ type hub struct {
 
 	// wrap, when set (by tests), stands between the hub and go-redis.
 	wrap func(pubSub) pubSub
+
+	// keep has the last waiter park the connection instead of closing
+	// it (see park): set for a node with a connection of its own, whose
+	// Close closes the parked one too.
+	keep   bool
+	idleMu sync.Mutex
+	idle   pubSub // parked: subscribed to nothing, no reply pending; nil if none
+	closed bool   // the node was closed: nothing is parked any more
+}
+
+// take returns the parked connection, if any, and unparks it.
+func (h *hub) take() pubSub {
+	h.idleMu.Lock()
+	defer h.idleMu.Unlock()
+	ps := h.idle
+	h.idle = nil
+	return ps
+}
+
+// parked reports whether a connection is parked.
+func (h *hub) parked() bool {
+	h.idleMu.Lock()
+	defer h.idleMu.Unlock()
+	return h.idle != nil
+}
+
+// put parks ps; false if the node was closed or a connection is parked
+// already (the caller closes ps).
+func (h *hub) put(ps pubSub) bool {
+	h.idleMu.Lock()
+	defer h.idleMu.Unlock()
+	if h.closed || h.idle != nil {
+		return false
+	}
+	h.idle = ps
+	return true
+}
+
+// close closes the parked connection, and any parked later; the node's
+// Close calls it.
+func (h *hub) close() error {
+	h.idleMu.Lock()
+	ps := h.idle
+	h.idle, h.closed = nil, true
+	h.idleMu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	return ps.Close()
 }
 
 // pubSub is what the hub uses of a *redis.PubSub.
@@ -107,6 +158,12 @@ type subscription struct {
 	reload func()          // has a cluster client reload its slot map; nil otherwise
 	ctx    context.Context // the goroutines', cancelled with the last waiter
 	cancel context.CancelFunc
+	// park, when set, takes the connection back once it subscribes to
+	// nothing (hub.put): the last waiter parks it instead of closing it.
+	park     func(pubSub) bool
+	parked   chan struct{} // closed by the receiver on reading the park PING's pong
+	written  chan struct{} // closed when the writer returned
+	received chan struct{} // closed when the receiver returned
 	// dialled, for a sharded hub, is closed once the writer has written
 	// its first round on the current connection, whose SSUBSCRIBE dials
 	// it: receive waits for it, or go-redis, asked to read before any
@@ -133,6 +190,11 @@ const subscribeTimeout = time.Second
 // number.
 const pingPrefix = "redlock:hub:"
 
+// parkPing is the payload of the PING that follows the UNSUBSCRIBE of
+// every channel when the connection is parked: its pong is the last reply
+// the connection owes.
+const parkPing = "redlock:park"
+
 func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func(string)) (func(), error) {
 	return h.core.Notify(ctx, redlock.ReleaseChannel(key), released, func(sub *subhub.Sub) subhub.Conn {
 		return h.open(ctx, c, sub)
@@ -155,9 +217,17 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub
 		}
 		return ps
 	}
-	s := &subscription{Sub: sub, ps: open(), open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel}
+	ps := h.take()
+	if ps == nil {
+		ps = open()
+	}
+	s := &subscription{Sub: sub, ps: ps, open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel,
+		parked: make(chan struct{}), written: make(chan struct{}), received: make(chan struct{})}
 	if h.sharded {
 		s.dialled = make(chan struct{})
+	}
+	if h.keep && !h.sharded {
+		s.park = h.put
 	}
 	s.wg.Add(2)
 	go s.receive(&h.core, h.sharded)
@@ -173,16 +243,63 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub
 // granted it would come out of the lock's validity. So the connection is
 // closed, and its goroutines waited for, on a goroutine of its own, which
 // ends within subscribeTimeout.
+//
+// A hub that keeps its connection (hub.keep) parks it instead, on that
+// goroutine too: once the writer returned, it unsubscribes every channel
+// and PINGs; the receiver, reading that PING's pong, has read every reply
+// the connection owed and returns, and the connection, subscribed to
+// nothing and owing nothing, waits unread for the hub's next waiter
+// (hub.take), which saves it a dial and a greeting. If any of that fails,
+// or takes longer than subscribeTimeout, the connection is closed as
+// above. The goroutine then ends within twice subscribeTimeout.
 func (s *subscription) Close() {
+	if s.park != nil {
+		go s.parkOrClose()
+		return
+	}
 	s.cancel() // abandons a dial in progress
 	go func() {
-		s.psMu.Lock()
-		s.closed = true
-		ps := s.ps
-		s.psMu.Unlock()
-		_ = ps.Close()
+		s.closeConn()
 		s.wg.Wait()
 	}()
+}
+
+// closeConn closes the current connection, which is not replaced any
+// more.
+func (s *subscription) closeConn() {
+	s.psMu.Lock()
+	s.closed = true
+	ps := s.ps
+	s.psMu.Unlock()
+	_ = ps.Close()
+}
+
+// parkOrClose parks the connection, or closes it (see Close).
+func (s *subscription) parkOrClose() {
+	defer s.wg.Wait()
+	defer s.cancel()
+	<-s.written // within subscribeTimeout: the writer returns after its write in progress
+	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
+	defer cancel()
+	ps := s.pubSub()
+	err := ps.Unsubscribe(ctx) // every channel
+	if err == nil {
+		err = ps.Ping(ctx, parkPing)
+	}
+	if err == nil {
+		select {
+		case <-s.received: // with the pong, or after an error
+		case <-ctx.Done():
+		}
+		select {
+		case <-s.parked:
+			if s.park(ps) {
+				return
+			}
+		default:
+		}
+	}
+	s.closeConn()
 }
 
 // write is the writing goroutine: it brings the node in line with the
@@ -190,6 +307,7 @@ func (s *subscription) Close() {
 // failed, until the subscription closes.
 func (s *subscription) write(mu sync.Locker) {
 	defer s.wg.Done()
+	defer close(s.written)
 	pause := receivePause
 	retry := time.NewTimer(0)
 	retry.Stop()
@@ -255,6 +373,7 @@ func (s *subscription) flush(p subhub.Plan) error {
 // subscription closes. mu is the hub's mutex.
 func (s *subscription) receive(mu sync.Locker, sharded bool) {
 	defer s.wg.Done()
+	defer close(s.received)
 	pause := receivePause
 	for {
 		if sharded && !s.waitDialled(mu) {
@@ -313,6 +432,13 @@ func (s *subscription) receive(mu sync.Locker, sharded bool) {
 		case *redis.Message:
 			s.DispatchLocked(m.Channel, m.Payload)
 		case *redis.Pong:
+			if m.Payload == parkPing {
+				// The last reply: the connection is parked now (Close),
+				// and must not be read by this goroutine any more.
+				close(s.parked)
+				mu.Unlock()
+				return
+			}
 			if n, ok := strings.CutPrefix(m.Payload, pingPrefix); ok {
 				if seq, err := strconv.ParseUint(n, 10, 64); err == nil {
 					s.PongLocked(seq)

@@ -2,6 +2,9 @@ package goredis
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -304,4 +307,107 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	cancel()
 	_, err = g.Notify(ctx, "a", to(a))
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// clients returns the server's connections by id, each as the fields of
+// its CLIENT LIST line.
+func clients(t *testing.T, c *redis.Client) map[string]map[string]string {
+	t.Helper()
+	list, err := c.ClientList(t.Context()).Result()
+	require.NoError(t, err)
+	got := map[string]map[string]string{}
+	for line := range strings.Lines(list) {
+		f := map[string]string{}
+		for kv := range strings.FieldsSeq(line) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		got[f["id"]] = f
+	}
+	return got
+}
+
+// subscribers returns the ids of the server's connections in pub/sub mode.
+func subscribers(t *testing.T, c *redis.Client) []string {
+	t.Helper()
+	var ids []string
+	for id, f := range clients(t, c) {
+		if strings.Contains(f["flags"], "P") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// TestHubParksItsConnection: the last waiter to leave parks the node's
+// pub/sub connection (subscribed to nothing, no goroutine reading it)
+// instead of closing it; the next waiter subscribes on it, with no dial;
+// the node's Close closes it.
+func TestHubParksItsConnection(t *testing.T) {
+	srv := redistest.Start(t, 1)
+	direct := redistest.Client(t, srv.Servers[0].Addr())
+	b, err := New(redistest.Client(t, srv.Servers[0].Addr()))
+	require.NoError(t, err)
+	g := b.(*wireNode)
+	base := runtime.NumGoroutine()
+
+	var first string
+	for i := range 3 {
+		cb, got := testwait.Payloads()
+		stop, err := g.Notify(t.Context(), "k", cb)
+		require.NoError(t, err)
+		subs := subscribers(t, direct)
+		require.Len(t, subs, 1, "wait %d: one pub/sub connection", i)
+		if i == 0 {
+			first = subs[0]
+		}
+		assert.Equal(t, first, subs[0], "wait %d uses the parked connection", i)
+		payload := fmt.Sprint("token-", i)
+		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
+		assert.Equal(t, payload, testwait.Next(t, got))
+		stop()
+		testwait.Until(t, "the connection is parked", func() bool { return g.hub.parked() })
+		testwait.Until(t, "no goroutine reads it", func() bool { return runtime.NumGoroutine() <= base })
+		assert.Empty(t, subscribers(t, direct), "parked, subscribed to nothing")
+		assert.Equal(t, "0", clients(t, direct)[first]["sub"], "parked, open")
+	}
+
+	require.NoError(t, g.Close())
+	testwait.Until(t, "Close closed the parked connection", func() bool { return clients(t, direct)[first] == nil })
+}
+
+// TestHubParkedConnectionDropped: a parked connection that the server
+// closed meanwhile (its timeout, a CLIENT KILL) is redialled by go-redis
+// for the next waiter, who is subscribed and hears releases.
+func TestHubParkedConnectionDropped(t *testing.T) {
+	srv := redistest.Start(t, 1)
+	direct := redistest.Client(t, srv.Servers[0].Addr())
+	g := adapt(t, redistest.Client(t, srv.Servers[0].Addr()))
+	stop, err := g.Notify(t.Context(), "k", func(string) {})
+	require.NoError(t, err)
+	stop()
+	testwait.Until(t, "the connection is parked", func() bool { return g.hub.parked() })
+	var parked []string
+	for id, f := range clients(t, direct) {
+		if f["cmd"] == "ping" { // the park's PING was its last command
+			parked = append(parked, id)
+		}
+	}
+	require.Len(t, parked, 1)
+	n, err := direct.ClientKillByFilter(t.Context(), "ID", parked[0]).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	cb, got := testwait.Payloads()
+	stop, err = g.Notify(t.Context(), "k", cb)
+	require.NoError(t, err)
+	defer stop()
+	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), "after").Err())
+	for {
+		if payload := testwait.Next(t, got); payload != "" { // "": the drop was noticed
+			assert.Equal(t, "after", payload)
+			break
+		}
+	}
 }
