@@ -81,7 +81,11 @@ import (
 // Limits. The scores are wall-clock times of the processes' hosts, so
 // clock skew between hosts tilts the order (not exclusion). A head that
 // is alive but not woken (hand-off off, or an announcement lost) takes
-// its grant, or the free key, only when its backoff delay runs out.
+// its grant, or the free key, only when its backoff delay runs out. A
+// waiter two places or more behind makes no attempt while it can wait
+// for its grant (waitsForGrant); if the entries ahead of it expire
+// unannounced (their waiters died), it learns it at its entry's next
+// refresh, not at its next delay.
 // Lockers without WithFairness use plain SET NX, ignore the queue and can
 // barge in ahead of it, but seldom find the key free while fair waiters
 // are queued. goredis nodes WithReplicaAck do not grant (a grant, set by

@@ -164,6 +164,7 @@ type subscription struct {
 	parked   chan struct{} // closed by the receiver on reading the park PING's pong
 	written  chan struct{} // closed when the writer returned
 	received chan struct{} // closed when the receiver returned
+	unparked bool          // the connection was parked, and the writer has not written on it yet (the writer's)
 	// dialled, for a sharded hub, is closed once the writer has written
 	// its first round on the current connection, whose SSUBSCRIBE dials
 	// it: receive waits for it, or go-redis, asked to read before any
@@ -218,11 +219,12 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub
 		return ps
 	}
 	ps := h.take()
+	unparked := ps != nil
 	if ps == nil {
 		ps = open()
 	}
 	s := &subscription{Sub: sub, ps: ps, open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel,
-		parked: make(chan struct{}), written: make(chan struct{}), received: make(chan struct{})}
+		parked: make(chan struct{}), written: make(chan struct{}), received: make(chan struct{}), unparked: unparked}
 	if h.sharded {
 		s.dialled = make(chan struct{})
 	}
@@ -326,12 +328,25 @@ func (s *subscription) write(mu sync.Locker) {
 			continue
 		}
 		err := s.flush(p)
+		unparked := s.unparked
+		s.unparked = false
 		mu.Lock()
 		if s.dialled != nil {
 			close(s.dialled) // go-redis now knows a channel to route by
 			s.dialled = nil
 		}
 		mu.Unlock()
+		if err != nil && unparked {
+			// The first write on a parked connection failed: the server
+			// closed it meanwhile (its idle timeout, a CLIENT KILL).
+			// go-redis redials at the next write, and resubscribes what
+			// was written first; that write's PING confirms it.
+			mu.Lock()
+			s.ResyncLocked()
+			mu.Unlock()
+			s.Wake()
+			continue
+		}
 		if err != nil {
 			mu.Lock()
 			s.FailedLocked(p, err) // go-redis reconnects after a failed write
