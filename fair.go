@@ -246,9 +246,9 @@ func (f *fairKey) plan(cfg *config) {
 	f.stay = min(max(next, 0)+2*cfg.timeout()+fairMargin, cfg.ttl)
 }
 
-// waitsForGrant reports whether a fair waiter lets the backoff delay
-// that ran out pass without an attempt, and waits on for the next one
-// (retry), since the attempt could only refuse:
+// waitsForGrant reports whether a fair waiter lets backoff delay n, which
+// ran out, pass without an attempt and waits on for delay n + 1, since
+// the attempt could only be refused:
 //   - its latest attempt was made while subscribed, to a quorum of the
 //     nodes (an announcement of anything that happened since reaches
 //     it), and found two entries or more ahead of it on a quorum of nodes.
@@ -262,7 +262,9 @@ func (f *fairKey) plan(cfg *config) {
 //     attempt that refreshes it then comes at the latest a node timeout
 //     and fairMargin before the entry's stay runs out (an expired entry is
 //     dropped, and the waiter would be queued anew by its next attempt);
-//   - the strategy grants another delay (its last attempt is made).
+//   - the strategy is Retry and grants another delay (its last attempt
+//     is made; a custom Strategy is asked only when its time comes, so a
+//     waiter with one attempts on every delay).
 //
 // So a waiter further back waits for its grant instead of asking the
 // nodes every time its delay runs out: with 8 processes contending at 5
@@ -270,12 +272,16 @@ func (f *fairKey) plan(cfg *config) {
 // (BENCHMARKS.md), on a machine the hand-off shares with them. The cost:
 // when the entries ahead expire unannounced (their waiters died), it
 // notices at its next refresh rather than at its next delay.
-func (w *waiter) waitsForGrant(retry int) bool {
+func (w *waiter) waitsForGrant(n int) bool {
 	f := w.fair()
 	if f == nil || w.wake == nil || !w.wake.listening() || int(f.behind.Load()) < quorum(len(w.nodes)) {
 		return false
 	}
-	next, ok := w.cfg.strategy.Backoff(retry + 1)
+	r, ok := w.cfg.strategy.(retry) // a custom Strategy is not consulted ahead of its time
+	if !ok {
+		return false
+	}
+	next, ok := r.Backoff(n + 1)
 	if !ok {
 		return false
 	}
