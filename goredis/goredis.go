@@ -156,10 +156,10 @@ import (
 // leaves: it unsubscribes every channel and parks it, unread and with no
 // goroutine, for the next waiter, whom it saves a dial and a greeting
 // (with several processes taking turns on a key, each Lock call that
-// waits would otherwise dial every node; BENCHMARKS.md, "Keeping the
-// pub/sub connection"). Close closes it too; a parked connection the
-// server closed meanwhile is dialled again by go-redis for the next
-// waiter.
+// waits would otherwise dial every node; BENCHMARKS.md, "Waiters far
+// back wait for their grant; the pub/sub connection is kept"). Close
+// closes it too; a parked connection the server closed meanwhile is
+// dialled again by go-redis for the next waiter.
 func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if isNil(c) {
 		return nil, fmt.Errorf("%w: goredis.New: nil client", redlock.ErrInvalid)

@@ -22,10 +22,10 @@ import (
 // closes the connection too, unless the hub keeps it (keep: a node with
 // a connection of its own, which has a Close): then the connection is
 // parked, subscribed to nothing, for the next waiter (see
-// subscription.Close). The zero hub is ready. The bookkeeping (which channels have
-// waiters, which are subscribed, which await a numbered PING, dispatch)
-// is package internal/subhub's, shared with the rueidis adapter; this
-// file is the go-redis glue.
+// subscription.Close). The zero hub is ready. The bookkeeping (which
+// channels have waiters, which are subscribed, which await a numbered
+// PING, dispatch) is package internal/subhub's, shared with the rueidis
+// adapter; this file is the go-redis glue.
 //
 // Activation is exact. After writing a channel's SUBSCRIBE, the writer
 // writes a PING with a payload of its own, numbered; the node answers
@@ -74,8 +74,8 @@ type hub struct {
 	wrap func(pubSub) pubSub
 
 	// keep has the last waiter park the connection instead of closing
-	// it (see park): set for a node with a connection of its own, whose
-	// Close closes the parked one too.
+	// it (see subscription.Close): set for a node with a connection of
+	// its own, whose Close closes the parked one too.
 	keep   bool
 	idleMu sync.Mutex
 	idle   pubSub // parked: subscribed to nothing, no reply pending; nil if none
