@@ -386,16 +386,11 @@ func TestHubParkedConnectionDropped(t *testing.T) {
 	g := adapt(t, redistest.Client(t, srv.Servers[0].Addr()))
 	stop, err := g.Notify(t.Context(), "k", func(string) {})
 	require.NoError(t, err)
+	subs := subscribers(t, direct)
+	require.Len(t, subs, 1)
 	stop()
 	testwait.Until(t, "the connection is parked", func() bool { return g.hub.parked() })
-	var parked []string
-	for id, f := range clients(t, direct) {
-		if f["cmd"] == "ping" { // the park's PING was its last command
-			parked = append(parked, id)
-		}
-	}
-	require.Len(t, parked, 1)
-	n, err := direct.ClientKillByFilter(t.Context(), "ID", parked[0]).Result()
+	n, err := direct.ClientKillByFilter(t.Context(), "ID", subs[0]).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 
