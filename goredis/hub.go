@@ -91,13 +91,6 @@ func (h *hub) take() pubSub {
 	return ps
 }
 
-// parked reports whether a connection is parked.
-func (h *hub) parked() bool {
-	h.idleMu.Lock()
-	defer h.idleMu.Unlock()
-	return h.idle != nil
-}
-
 // put parks ps; false if the node was closed or a connection is parked
 // already (the caller closes ps).
 func (h *hub) put(ps pubSub) bool {
@@ -161,9 +154,9 @@ type subscription struct {
 	// park, when set, takes the connection back once it subscribes to
 	// nothing (hub.put): the last waiter parks it instead of closing it.
 	park     func(pubSub) bool
-	parked   chan struct{} // closed by the receiver on reading the park PING's pong
 	written  chan struct{} // closed when the writer returned
 	received chan struct{} // closed when the receiver returned
+	drained  bool          // the receiver read the park PING's pong (read once received is closed)
 	unparked bool          // the connection was parked, and the writer has not written on it yet (the writer's)
 	// dialled, for a sharded hub, is closed once the writer has written
 	// its first round on the current connection, whose SSUBSCRIBE dials
@@ -224,11 +217,11 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub
 		ps = open()
 	}
 	s := &subscription{Sub: sub, ps: ps, open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel,
-		parked: make(chan struct{}), written: make(chan struct{}), received: make(chan struct{}), unparked: unparked}
+		written: make(chan struct{}), received: make(chan struct{}), unparked: unparked}
 	if h.sharded {
 		s.dialled = make(chan struct{})
 	}
-	if h.keep && !h.sharded {
+	if h.keep { // never a sharded hub: a cluster node has no connection of its own
 		s.park = h.put
 	}
 	s.wg.Add(2)
@@ -291,14 +284,10 @@ func (s *subscription) parkOrClose() {
 	if err == nil {
 		select {
 		case <-s.received: // with the pong, or after an error
-		case <-ctx.Done():
-		}
-		select {
-		case <-s.parked:
-			if s.park(ps) {
+			if s.drained && s.park(ps) {
 				return
 			}
-		default:
+		case <-ctx.Done():
 		}
 	}
 	s.closeConn()
@@ -450,7 +439,7 @@ func (s *subscription) receive(mu sync.Locker, sharded bool) {
 			if m.Payload == parkPing {
 				// The last reply: the connection is parked now (Close),
 				// and must not be read by this goroutine any more.
-				close(s.parked)
+				s.drained = true
 				mu.Unlock()
 				return
 			}

@@ -309,6 +309,13 @@ func TestNotifyStopsCleanly(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
+// parked reports whether h has a connection parked.
+func parked(h *hub) bool {
+	h.idleMu.Lock()
+	defer h.idleMu.Unlock()
+	return h.idle != nil
+}
+
 // clients returns the server's connections by id, each as the fields of
 // its CLIENT LIST line.
 func clients(t *testing.T, c *redis.Client) map[string]map[string]string {
@@ -367,7 +374,7 @@ func TestHubParksItsConnection(t *testing.T) {
 		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
 		assert.Equal(t, payload, testwait.Next(t, got))
 		stop()
-		testwait.Until(t, "the connection is parked", func() bool { return g.hub.parked() })
+		testwait.Until(t, "the connection is parked", func() bool { return parked(&g.hub) })
 		testwait.Until(t, "no goroutine reads it", func() bool { return runtime.NumGoroutine() <= base })
 		assert.Empty(t, subscribers(t, direct), "parked, subscribed to nothing")
 		assert.Equal(t, "0", clients(t, direct)[first]["sub"], "parked, open")
@@ -389,7 +396,7 @@ func TestHubParkedConnectionDropped(t *testing.T) {
 	subs := subscribers(t, direct)
 	require.Len(t, subs, 1)
 	stop()
-	testwait.Until(t, "the connection is parked", func() bool { return g.hub.parked() })
+	testwait.Until(t, "the connection is parked", func() bool { return parked(&g.hub) })
 	n, err := direct.ClientKillByFilter(t.Context(), "ID", subs[0]).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)

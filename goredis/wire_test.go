@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,13 +115,12 @@ func TestWireClientName(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	_, err := wired(t, c).Acquire(t.Context(), "k", "tok", time.Minute)
 	require.NoError(t, err)
-	list, err := c.ClientList(t.Context()).Result()
-	require.NoError(t, err)
+	list := clients(t, c)
 	var ours bool
-	for _, line := range strings.Split(list, "\n") {
-		ours = ours || (strings.Contains(line, " name=redlock-wire ") && strings.Contains(line, " cmd=set "))
+	for _, f := range list {
+		ours = ours || (f["name"] == "redlock-wire" && f["cmd"] == "set")
 	}
-	assert.True(t, ours, "no connection named redlock-wire ran our SET:\n%s", list)
+	assert.True(t, ours, "no connection named redlock-wire ran our SET:\n%v", list)
 }
 
 // TestWireLateReplyNeverAnswersTheNextCommand: a reply that comes after
