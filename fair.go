@@ -137,11 +137,14 @@ type FairQueuer interface {
 	// the head takes the free key with its next attempt.
 	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
 
-	// NotifyGrants is Notify for the announcements of ReleaseFair and
-	// LeaveQueue that grant the key to, or name, a ticket that begins with
-	// locker + ".": they go to that locker's channel alone,
-	// GrantChannel(key, locker), so that only the process the next
-	// holder runs in hears them.
+	// NotifyGrants is Notify for a fair waiter: it calls granted with
+	// the announcements on the key's release channel, as Notify does, and
+	// with those of ReleaseFair and LeaveQueue that grant the key to, or
+	// name, a ticket that begins with locker + ".", which go to that
+	// locker's channel alone, GrantChannel(key, locker), so that only the
+	// process the next holder runs in hears them. It subscribes both
+	// channels in one round (a fair waiter pays one subscription per
+	// node, not two) and returns once both are active.
 	NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error)
 }
 

@@ -307,16 +307,14 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 			return false, nil
 		}
 		announced := func(payload string) { w.released(i, payload) }
-		stop, err := s.what.notify(ctx, s, n, announced)
-		if err == nil && w.ticket != "" {
-			// A fair release addresses its grant to our locker's channel.
-			var grants func()
-			if grants, err = n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, announced); err != nil {
-				stop()
-				stop = nil
-			} else {
-				stop = both(stop, grants)
-			}
+		var stop func()
+		var err error
+		if w.ticket != "" {
+			// A fair release addresses its grant to our locker's channel,
+			// which NotifyGrants subscribes with the key's.
+			stop, err = n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, announced)
+		} else {
+			stop, err = s.what.notify(ctx, s, n, announced)
 		}
 		stops[i] = stop
 		return err == nil, err
@@ -348,9 +346,6 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 	s.cfg.lines.join(s.key, w)
 	return w, stop
 }
-
-// both returns a function that calls f and g.
-func both(f, g func()) func() { return func() { f(); g() } }
 
 // errNoNotifier is the refusal of a node that cannot notify.
 var errNoNotifier = invalidf("node cannot notify")

@@ -275,6 +275,19 @@ var fairChecks = []check{
 		s.end()
 		n.mustReleaseFair(key, n.mustGrantFair(key, "L2.b", 2), "L2.b")
 	}},
+	// NotifyGrants hears the key's release channel too: a fair waiter
+	// subscribes once for both (a release with nobody queued, or by a
+	// locker without WithFairness, announces there).
+	{"GrantNotifierHearsReleases", func(n *node) {
+		n.notifier()
+		fq := n.fairQueuer()
+		key := n.key()
+		s := n.subscribe("NotifyGrants("+key+", L2)", func(ctx context.Context, released func(string)) (func(), error) {
+			return fq.NotifyGrants(ctx, key, "L2", released)
+		})
+		s.expect(n.cycle(key), "a plain release announced on the key's channel")
+		s.end()
+	}},
 	// Acquire ignores the queue (a locker without WithFairness barges).
 	{"AcquireIgnoresQueue", func(n *node) {
 		n.fairQueuer()

@@ -3,6 +3,7 @@ package goredis
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock"
 	"sync"
 	"time"
 
@@ -91,7 +92,7 @@ func (g *clusterNode) Notify(ctx context.Context, key string, released func(payl
 	if err != nil {
 		return nil, err
 	}
-	return g.slotHub(slot(k)).notify(ctx, g.c, k, released)
+	return g.slotHub(slot(k)).notify(ctx, g.c, released, redlock.ReleaseChannel(k))
 }
 
 // failed returns err, and when a command failed (its master unreachable

@@ -93,10 +93,10 @@ func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error 
 	return g.failed(err)
 }
 
-// NotifyGrants subscribes to redlock.GrantChannel(key, locker) through
-// the node's hub, as Notify does to the key's release channel.
+// NotifyGrants subscribes to the key's release channel and to
+// redlock.GrantChannel(key, locker) through the node's hub, in one round.
 func (g *node) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
-	return g.hub.notify(ctx, g.c, key+":"+locker, granted)
+	return g.hub.notify(ctx, g.c, granted, redlock.ReleaseChannel(key), redlock.GrantChannel(key, locker))
 }
 
 // NotifyGrants on a cluster maps the key as Notify does: the channel
@@ -109,5 +109,5 @@ func (g *clusterNode) NotifyGrants(ctx context.Context, key, locker string, gran
 	if err != nil {
 		return nil, err
 	}
-	return g.slotHub(slot(k)).notify(ctx, g.c, k+":"+locker, granted)
+	return g.slotHub(slot(k)).notify(ctx, g.c, granted, redlock.ReleaseChannel(k), redlock.GrantChannel(k, locker))
 }

@@ -384,5 +384,5 @@ func (g *node) RaiseFence(ctx context.Context, key, token string, fence int64) (
 }
 
 func (g *node) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
-	return g.hub.notify(ctx, g.c, key, released)
+	return g.hub.notify(ctx, g.c, released, redlock.ReleaseChannel(key))
 }

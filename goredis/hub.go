@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/subhub"
 	"github.com/redis/go-redis/v9"
 )
@@ -189,8 +188,10 @@ const pingPrefix = "redlock:hub:"
 // the connection owes.
 const parkPing = "redlock:park"
 
-func (h *hub) notify(ctx context.Context, c redis.UniversalClient, key string, released func(string)) (func(), error) {
-	return h.core.Notify(ctx, redlock.ReleaseChannel(key), released, func(sub *subhub.Sub) subhub.Conn {
+// notify subscribes released to channels, all in one round of writes
+// (subhub.Hub.Notify).
+func (h *hub) notify(ctx context.Context, c redis.UniversalClient, released func(string), channels ...string) (func(), error) {
+	return h.core.Notify(ctx, channels, released, func(sub *subhub.Sub) subhub.Conn {
 		return h.open(ctx, c, sub)
 	})
 }

@@ -3,6 +3,7 @@ package rueidisnode
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock"
 	"sync"
 	"time"
 
@@ -101,7 +102,7 @@ func (g *clusterNode) Notify(ctx context.Context, key string, released func(payl
 	if err != nil {
 		return nil, err
 	}
-	return g.slotHub(hashslot.Of(k)).notify(ctx, k, released)
+	return g.slotHub(hashslot.Of(k)).notify(ctx, released, redlock.ReleaseChannel(k))
 }
 
 // slotHub returns the hub of a slot.

@@ -83,10 +83,10 @@ func (g *clusterNode) LeaveQueue(ctx context.Context, key, ticket string) error 
 	return err
 }
 
-// NotifyGrants subscribes to redlock.GrantChannel(key, locker) through
-// the node's hub, as Notify does to the key's release channel.
+// NotifyGrants subscribes to the key's release channel and to
+// redlock.GrantChannel(key, locker) through the node's hub, in one round.
 func (n *node) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
-	return n.hub.notify(ctx, key+":"+locker, granted)
+	return n.hub.notify(ctx, granted, redlock.ReleaseChannel(key), redlock.GrantChannel(key, locker))
 }
 
 // NotifyGrants on a cluster maps the key as Notify does: the channel
@@ -99,5 +99,5 @@ func (g *clusterNode) NotifyGrants(ctx context.Context, key, locker string, gran
 	if err != nil {
 		return nil, err
 	}
-	return g.slotHub(hashslot.Of(k)).notify(ctx, k+":"+locker, granted)
+	return g.slotHub(hashslot.Of(k)).notify(ctx, granted, redlock.ReleaseChannel(k), redlock.GrantChannel(k, locker))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/subhub"
 	"github.com/redis/rueidis"
 )
@@ -105,8 +104,10 @@ const (
 // waiters and so without a caller's context.
 const subscribeTimeout = time.Second
 
-func (h *hub) notify(ctx context.Context, key string, released func(string)) (func(), error) {
-	return h.core.Notify(ctx, redlock.ReleaseChannel(key), released, h.start)
+// notify subscribes released to channels, all in one round of writes
+// (subhub.Hub.Notify).
+func (h *hub) notify(ctx context.Context, released func(string), channels ...string) (func(), error) {
+	return h.core.Notify(ctx, channels, released, h.start)
 }
 
 // start starts the goroutine of a new subhub.Sub; called with the core's

@@ -239,5 +239,5 @@ func (n *node) run(ctx context.Context, s *rueidis.Lua, keys []string, args ...s
 }
 
 func (n *node) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
-	return n.hub.notify(ctx, key, released)
+	return n.hub.notify(ctx, released, redlock.ReleaseChannel(key))
 }

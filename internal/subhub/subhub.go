@@ -82,12 +82,15 @@ type listener struct {
 	ch       *channel
 }
 
-// Notify registers released for messages on channel, starting a Sub (and
-// its Conn, by start, called with the hub's mutex held) for the first
-// waiter, and returns once the channel is confirmed, or the error that
-// failed it, or ctx's. stop must be called; it never waits for the
+// Notify registers released for messages on each of names, starting a
+// Sub (and its Conn, by start, called with the hub's mutex held) for the
+// first waiter, and returns once every channel is confirmed, or the error
+// that failed one, or ctx's. The channels not yet subscribed are planned
+// together, so that one write subscribes them all and one PING confirms
+// them. stop must be called; it leaves every channel at once (one plan
+// unsubscribes them, or the last waiter's Close), never waits for the
 // network, and once it returns released is not called again.
-func (h *Hub) Notify(ctx context.Context, name string, released func(string), start func(*Sub) Conn) (func(), error) {
+func (h *Hub) Notify(ctx context.Context, names []string, released func(string), start func(*Sub) Conn) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -99,36 +102,42 @@ func (h *Hub) Notify(ctx context.Context, name string, released func(string), st
 	}
 	s := h.sub
 	s.waiters++
-	ch := s.channels[name]
-	fresh := ch == nil
-	if fresh {
-		ch = &channel{active: make(chan struct{}), waiters: map[*listener]struct{}{}}
-		s.channels[name] = ch
+	fresh := false
+	mine := make([]*listener, len(names))
+	for i, name := range names {
+		ch := s.channels[name]
+		if ch == nil {
+			fresh = true
+			ch = &channel{active: make(chan struct{}), waiters: map[*listener]struct{}{}}
+			s.channels[name] = ch
+		}
+		mine[i] = &listener{released: released, ch: ch}
+		ch.waiters[mine[i]] = struct{}{}
 	}
-	me := &listener{released: released, ch: ch}
-	ch.waiters[me] = struct{}{}
-	ok := ch.ok
 	h.mu.Unlock()
 	if fresh {
 		s.Wake()
 	}
 
 	var once sync.Once
-	stop := func() { once.Do(func() { h.leave(s, name, me) }) }
-	if ok {
-		return stop, nil
-	}
-	var err error
-	select {
-	case <-ch.active:
-		if err = ch.err; err == nil {
-			return stop, nil
+	stop := func() { once.Do(func() { h.leave(s, names, mine) }) }
+	for _, me := range mine {
+		select {
+		case <-me.ch.active: // confirmed (or failed) already: ctx is not looked at
+		default:
+			select {
+			case <-me.ch.active:
+			case <-ctx.Done():
+				stop()
+				return nil, ctx.Err()
+			}
 		}
-	case <-ctx.Done():
-		err = ctx.Err()
+		if err := me.ch.err; err != nil {
+			stop()
+			return nil, err
+		}
 	}
-	stop()
-	return nil, err
+	return stop, nil
 }
 
 // Wake tells the adapter's writer to look at the bookkeeping.
@@ -139,20 +148,24 @@ func (s *Sub) Wake() {
 	}
 }
 
-// leave removes a waiter; the last one of a channel has the writer
-// unsubscribe it, the last one of all closes the Sub.
-func (h *Hub) leave(s *Sub, name string, me *listener) {
+// leave removes a waiter from its channels; a channel left without
+// waiters is unsubscribed by the writer, and the last waiter of all
+// closes the Sub.
+func (h *Hub) leave(s *Sub, names []string, mine []*listener) {
 	h.mu.Lock()
-	ch := me.ch
-	delete(ch.waiters, me)
 	s.waiters--
 	last := s.waiters == 0
 	unsubscribe := false
+	for i, me := range mine {
+		ch := me.ch
+		delete(ch.waiters, me)
+		if !last && len(ch.waiters) == 0 && s.channels[names[i]] == ch {
+			delete(s.channels, names[i])
+			unsubscribe = true
+		}
+	}
 	if last {
 		h.sub = nil // the next waiter starts a new Sub
-	} else if len(ch.waiters) == 0 && s.channels[name] == ch {
-		delete(s.channels, name)
-		unsubscribe = true
 	}
 	h.mu.Unlock()
 	if unsubscribe {

@@ -36,7 +36,7 @@ type notified struct {
 func notifyAsync(h *Hub, ctx context.Context, name string, released func(string), conn *fakeConn) chan notified {
 	got := make(chan notified, 1)
 	go func() {
-		stop, err := h.Notify(ctx, name, released, func(s *Sub) Conn { conn.sub = s; return conn })
+		stop, err := h.Notify(ctx, []string{name}, released, func(s *Sub) Conn { conn.sub = s; return conn })
 		got <- notified{stop, err}
 	}()
 	return got
@@ -154,4 +154,61 @@ func TestRefusedAndDropped(t *testing.T) {
 	c.stop()
 	assert.Nil(t, h.Current())
 	assert.Equal(t, int32(1), conn.closed.Load())
+}
+
+// TestSeveralChannels: a waiter on several channels costs one round: one
+// plan subscribes them all and one PING confirms them; its stop leaves
+// them all in one step, so a waiter that leaves while another stays
+// plans one unsubscription of the channels only it had, and the last
+// waiter's stop closes the connection without one. A channel that fails
+// fails the whole call, which leaves the others.
+func TestSeveralChannels(t *testing.T) {
+	var h Hub
+	conn := &fakeConn{}
+	heard := make(chan string, 8)
+	got := make(chan notified, 1)
+	go func() {
+		stop, err := h.Notify(t.Context(), []string{"a", "a:me"}, func(p string) { heard <- p },
+			func(s *Sub) Conn { conn.sub = s; return conn })
+		got <- notified{stop, err}
+	}()
+	p := kicked(t, &h)
+	slices.Sort(p.Subscribe)
+	assert.Equal(t, Plan{Subscribe: []string{"a", "a:me"}, Ping: 1}, p, "one round for both")
+	pending(t, got)
+	locked(&h, func(s *Sub) { s.PongLocked(1) })
+	both := <-got
+	require.NoError(t, both.err)
+	locked(&h, func(s *Sub) { s.DispatchLocked("a", "released"); s.DispatchLocked("a:me", "granted") })
+	assert.Equal(t, "released", <-heard)
+	assert.Equal(t, "granted", <-heard)
+
+	// A second waiter on "a" alone: nothing to write for it.
+	one, err := h.Notify(t.Context(), []string{"a"}, func(string) {}, nil)
+	require.NoError(t, err)
+	// The first leaves: "a:me" alone is unsubscribed, in one plan.
+	both.stop()
+	p = kicked(t, &h)
+	assert.Equal(t, Plan{Unsubscribe: []string{"a:me"}}, p)
+	locked(&h, func(s *Sub) { s.DispatchLocked("a:me", "late") })
+	assert.Empty(t, heard, "a stopped waiter hears nothing")
+	one()
+	assert.Nil(t, h.Current())
+	assert.Equal(t, int32(1), conn.closed.Load())
+
+	// One channel of two refused: the call fails, and leaves the other.
+	conn2 := &fakeConn{}
+	go func() {
+		stop, err := h.Notify(t.Context(), []string{"b", "b:me"}, func(string) {},
+			func(s *Sub) Conn { conn2.sub = s; return conn2 })
+		got <- notified{stop, err}
+	}()
+	p = kicked(t, &h)
+	boom := errors.New("refused")
+	locked(&h, func(s *Sub) { s.RefusedLocked(func(string) error { return boom }) })
+	failed := <-got
+	assert.ErrorIs(t, failed.err, boom)
+	assert.Nil(t, failed.stop)
+	assert.Nil(t, h.Current(), "the failed call left every channel: the Sub closed")
+	assert.Equal(t, int32(1), conn2.closed.Load())
 }
