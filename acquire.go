@@ -38,6 +38,7 @@ func acquire(ctx context.Context, s scope) (*Lock, error) {
 	start := s.cfg.eventStart()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
 	lock, err := w.run()
+	w.markContended()
 	w.markHeld(lock)
 	w.stopWatching()
 	w.leaveQueue(ctx, lock)
@@ -80,10 +81,17 @@ func (w *waiter) run() (*Lock, error) {
 		// them. The first attempt comes on our turn, or when the first
 		// backoff delay runs out at the latest.
 		err = &inLine{key: w.key}
-	} else if lock, e := w.try(false); e == nil {
-		return lock, nil
 	} else {
+		if w.subscribesFirst() {
+			w.watched = true // waitOut's extra attempt is this one
+			w.watch()
+		}
+		lock, e := w.try(false)
+		if e == nil {
+			return lock, nil
+		}
 		err = e
+		w.waited = true
 	}
 	for retry := 0; ; retry++ {
 		if w.ctx.Err() != nil {
@@ -207,7 +215,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		return lock, nil
 	}
 	w.attempts++
-	if until, held := w.heldHere(); held && !woken {
+	if until, held := w.heldHere(); held && !woken && !w.queues() {
 		// Held by this locker: the nodes would refuse (line.heldUntil).
 		return nil, fmt.Errorf("%w: %q is held by this locker until %v", ErrNotAcquired, w.key, until)
 	}

@@ -27,6 +27,7 @@ type waiter struct {
 	last      []error    // what each node said to the last attempt
 	leftovers []leftover // SETs of failed attempts that may still hold a node
 	watched   bool       // subscribing was tried (once per call)
+	waited    bool       // the call's first attempt did not take the lock
 	wake      *wakeup    // release announcements, once subscribed
 	unwatch   func()
 	gate      int           // the hand-off gate for woken attempts (gate.go), or -1

@@ -1,5 +1,7 @@
 package redlock
 
+import "time"
+
 // Internals the external tests (package redlock_test) check directly.
 var (
 	Quorum             = quorum
@@ -27,6 +29,15 @@ func InLine(l Locker, key string) int {
 
 // Waiting reports whether l has waiters in line for key.
 func Waiting(l Locker, key string) bool { return linesOf(l).waiting(key) }
+
+// Contended reports whether l records key as contended (fair.go) now.
+func Contended(l Locker, key string) bool {
+	ls := linesOf(l)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	until, ok := ls.contended[key]
+	return ok && time.Now().Before(until)
+}
 
 func linesOf(l Locker) *lines {
 	switch l := l.(type) {

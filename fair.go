@@ -78,6 +78,15 @@ import (
 // also gives back a grant that came too late, handing it on. A leave
 // that is lost costs the entry's expiry, or a grant's TTL.
 //
+// Why a contended call subscribes first: a fair call attempts at once
+// (it queues it), and one that is refused then subscribes and attempts
+// again, since a release between its attempt and its subscription would
+// not have been announced to it. A locker remembers, for a TTL, that one
+// of its fair calls found the key taken (markContended); its next fair
+// call on the key subscribes before its first attempt (subscribesFirst),
+// so that one attempt does both (queues, and is the one a grant names),
+// and a waiter far back waits for its grant from the first delay on.
+//
 // Limits. The scores are wall-clock times of the processes' hosts, so
 // clock skew between hosts tilts the order (not exclusion). A head that
 // is alive but not woken (hand-off off, or an announcement lost) takes
@@ -289,6 +298,84 @@ func (w *waiter) waitsForGrant(n int) bool {
 		return false
 	}
 	return w.cfg.clock.Now().Add(next + w.cfg.timeout() + fairMargin).Before(f.start.Add(f.stay))
+}
+
+// subscribesFirst reports whether a fair Lock call subscribes to the
+// key's announcements before its first attempt instead of after it: when
+// a fair call of its locker found the key taken lately (markContended),
+// hand-off is on and the strategy is Retry with delays.
+//
+// A fair call that attempts first and is refused subscribes, then makes
+// a second attempt at once (waitOut): a release between the two was not
+// announced to it. Subscribed first, its first attempt is the one made
+// while subscribed: it queues the call, its token is the one a release
+// grants (claim), and, two places or more behind, the waiter waits for
+// its grant from the first delay on (waitsForGrant). So a contended call
+// makes one attempt where it made two: one round per node less per
+// acquisition, a third of the nodes' scripts when 8 processes contend
+// (BENCHMARKS.md). An uncontended call still makes its attempt with no
+// subscription, unless its locker found the key taken within the last
+// TTL: then it pays one subscription it did not need, and finding the
+// key free, leaves no news for the next call.
+func (w *waiter) subscribesFirst() bool {
+	if w.fair() == nil || w.cfg.noHandoff {
+		return false
+	}
+	if r, ok := w.cfg.strategy.(retry); !ok || r.retries == 0 || r.base <= 0 {
+		return false // a custom Strategy is not consulted ahead of its time
+	}
+	return w.cfg.lines.takeContended(w.key, w.cfg.clock.Now())
+}
+
+// queues reports whether the attempt under way is a fair call's first:
+// it is made whatever the locker's line knows (heldHere), since it puts
+// the call in the nodes' queues.
+func (w *waiter) queues() bool { return w.fair() != nil && w.attempts == 1 }
+
+// markContended records, for a fair call whose first attempt did not
+// take the lock, that the key is contended: for the next TTL, the
+// locker's next fair call on it subscribes first.
+func (w *waiter) markContended() {
+	if w.fair() != nil && w.waited {
+		w.cfg.lines.markContended(w.key, w.cfg.clock.Now(), w.cfg.ttl)
+	}
+}
+
+// maxContended bounds the keys a locker remembers as contended; beyond
+// it, expired records are dropped first, and a new one is not recorded
+// while none has expired.
+const maxContended = 256
+
+func (ls *lines) markContended(key string, now time.Time, ttl time.Duration) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.contended == nil {
+		ls.contended = map[string]time.Time{}
+	}
+	if _, ok := ls.contended[key]; !ok && len(ls.contended) >= maxContended {
+		for k, until := range ls.contended {
+			if !now.Before(until) {
+				delete(ls.contended, k)
+			}
+		}
+		if len(ls.contended) >= maxContended {
+			return
+		}
+	}
+	ls.contended[key] = now.Add(ttl)
+}
+
+// takeContended reports whether key was recorded as contended and the
+// record has not expired at now, and forgets it: the call that takes it
+// records it again if it finds the key taken too.
+func (ls *lines) takeContended(key string, now time.Time) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	until, ok := ls.contended[key]
+	if ok {
+		delete(ls.contended, key)
+	}
+	return ok && now.Before(until)
 }
 
 // claimableLocked reports whether releases granted the fair waiter's

@@ -236,6 +236,94 @@ func TestFairWaiterBehindWaitsForItsGrant(t *testing.T) {
 	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
 }
 
+// A fair call of a locker that found the key taken lately subscribes
+// before its first attempt: that attempt queues it and is the one a
+// release grants, so the call takes the granted key with one attempt
+// per node, where a call that attempts first makes a second one once
+// subscribed.
+func TestFairContendedCallSubscribesFirst(t *testing.T) {
+	// A first delay of a second: every attempt counted below is made at
+	// once or after a grant, none by a delay running out.
+	rls, fakes, clients := fairLockers(t, 3, 2, redlock.WithStrategy(redlock.Retry(5, time.Second)))
+	const key = "fair:first"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	take := func(want int) {
+		t.Helper()
+		held, err := rls[0].Lock(t.Context(), key)
+		require.NoError(t, err)
+		before := calls(fakes[1], fakenode.AcquireFair)
+		waiting := queued(t, ctx, rls[1], fakes[1], key)
+		require.NoError(t, held.Unlock(t.Context()))
+		r := <-waiting
+		require.NoError(t, r.err)
+		assert.Equal(t, want*len(clients), calls(fakes[1], fakenode.AcquireFair)-before, "attempts per node")
+		require.NoError(t, r.l.Unlock(t.Context()))
+	}
+	take(2) // the locker's first call: attempts, subscribes, attempts again
+	take(1) // the key was contended: subscribed first, one attempt
+	take(1)
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+	assert.True(t, redlock.Contended(rls[1], key), "the last call found the key taken")
+	assert.False(t, redlock.Contended(rls[0], key), "the holder never waited")
+}
+
+// A fair call's first attempt is made even while another call of its
+// locker holds the key: that attempt queues it on the nodes. Subscribed
+// first, the call is in its locker's line when it attempts, where the
+// line may know the key held by a plain call of the same locker (a
+// locker whose calls choose WithFairness one by one), which would skip
+// any other attempt (heldHere).
+func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
+	rls, _, clients := fairLockers(t, 3, 1)
+	bs := make([]redlock.Backend, len(clients))
+	for i, cl := range clients {
+		bs[i] = node(t, cl)
+	}
+	wrapped, ns := fakenode.WrapAll(bs)
+	mixed, err := redlock.New(wrapped, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(5, time.Second)))
+	require.NoError(t, err)
+	const key = "fair:heldhere"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	lock := func(opts ...redlock.Option) <-chan lockResult {
+		ch := make(chan lockResult, 1)
+		go func() {
+			l, err := mixed.Lock(ctx, key, opts...)
+			ch <- lockResult{l, err}
+		}()
+		return ch
+	}
+	held, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+	before := calls(ns, fakenode.AcquireFair)
+	first := lock(redlock.WithFairness())
+	testwait.Until(t, "the fair call is queued", func() bool { return calls(ns, fakenode.AcquireFair) >= before+len(ns) })
+	require.NoError(t, held.Unlock(t.Context()))
+	r := <-first
+	require.NoError(t, r.err)
+	require.NoError(t, r.l.Unlock(t.Context()))
+	require.True(t, redlock.Contended(mixed, key), "the fair call found the key taken")
+
+	held, err = rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+	plain1 := lock()
+	testwait.Until(t, "the plain call waits in line", func() bool { return redlock.Waiting(mixed, key) })
+	plain2 := lock()
+	require.NoError(t, held.Unlock(t.Context()))
+	r1 := <-plain1 // plain2 still in line, which records r1's lock as held
+	require.NoError(t, r1.err)
+	before = calls(ns, fakenode.AcquireFair)
+	fair := lock(redlock.WithFairness()) // subscribes first, joins the line where r1 holds
+	testwait.Until(t, "the fair call is queued at once", func() bool { return calls(ns, fakenode.AcquireFair) >= before+len(ns) })
+	require.NoError(t, r1.l.Unlock(t.Context()))
+	for _, ch := range []<-chan lockResult{plain2, fair} {
+		r := <-ch
+		require.NoError(t, r.err)
+		require.NoError(t, r.l.Unlock(t.Context()))
+	}
+}
+
 // A waiter behind others keeps its entry alive while it waits longer than
 // an entry's stay: it skips attempts only while its entry outlives the
 // next delay, so a later Lock call never overtakes it.

@@ -47,6 +47,9 @@ type lines struct {
 	id string
 	mu sync.Mutex
 	m  map[string]*line
+	// contended: keys for which a fair Lock call of the locker found the
+	// key taken, until when that is news (fair.go, subscribesFirst).
+	contended map[string]time.Time
 }
 
 // newLines returns a locker's empty lines, with an id of its own.

@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"errors"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -163,4 +165,28 @@ func TestWakeupFairClaimsTrustedGrantsOnly(t *testing.T) {
 		w.released(i, "grant=T t2")
 	}
 	assert.True(t, w.claimableLocked())
+}
+
+// A locker remembers a contended key for one TTL, once (the next call
+// takes the record), and at most maxContended keys: expired records make
+// room, live ones are not evicted.
+func TestContendedRecords(t *testing.T) {
+	ls := newLines()
+	now := time.Unix(1000, 0)
+	ls.markContended("a", now, time.Second)
+	assert.False(t, ls.takeContended("a", now.Add(time.Second)), "expired after the TTL")
+	assert.False(t, ls.takeContended("a", now), "taken (and dropped) by the call before")
+	ls.markContended("a", now, time.Second)
+	assert.True(t, ls.takeContended("a", now.Add(time.Second-1)))
+	assert.False(t, ls.takeContended("a", now), "one call takes it")
+
+	for i := range maxContended {
+		ls.markContended(strconv.Itoa(i), now, time.Second)
+	}
+	ls.markContended("full", now, time.Second)
+	assert.NotContains(t, ls.contended, "full", "no room while every record is live")
+	assert.Len(t, ls.contended, maxContended, "a live record is not evicted")
+	ls.markContended("full", now.Add(time.Second), time.Second) // the others expired: room again
+	assert.Len(t, ls.contended, 1, "the expired records were dropped")
+	assert.True(t, ls.takeContended("full", now.Add(time.Second)))
 }
