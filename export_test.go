@@ -39,6 +39,9 @@ func Contended(l Locker, key string) bool {
 	return ok && time.Now().Before(until)
 }
 
+// LockerID returns l's id, which begins its fair calls' tickets.
+func LockerID(l Locker) string { return linesOf(l).id }
+
 func linesOf(l Locker) *lines {
 	switch l := l.(type) {
 	case *Single:
