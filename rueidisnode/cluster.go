@@ -3,10 +3,10 @@ package rueidisnode
 import (
 	"context"
 	"fmt"
-	"github.com/quorumlock/redlock"
 	"sync"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/redis/rueidis"
 )
