@@ -250,14 +250,19 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 // a Retry strategy that waits (a custom Strategy is not consulted ahead of
 // its time), and someone already in line.
 func joinsLine(cfg *config, key string) bool {
-	r, ok := cfg.strategy.(retry)
 	// A fair call attempts at once all the same: the attempt queues it on
 	// the nodes, where its place is kept (fair.go), and a release names it
 	// when its turn comes, wherever it stands in the line.
-	if cfg.noHandoff || cfg.fair || !ok || r.retries == 0 || r.base <= 0 {
-		return false
-	}
-	return cfg.lines.waiting(key)
+	return !cfg.fair && waitsForReleases(cfg) && cfg.lines.waiting(key)
+}
+
+// waitsForReleases reports whether a call with cfg, refused, waits with
+// hand-off on and a Retry strategy that waits: what standing in line
+// (joinsLine) and subscribing first (subscribesFirst) count on. A custom
+// Strategy is not consulted ahead of its time.
+func waitsForReleases(cfg *config) bool {
+	r, ok := cfg.strategy.(retry)
+	return !cfg.noHandoff && ok && r.retries > 0 && r.base > 0
 }
 
 // handoffSpread bounds the random pause a woken Redlock waiter takes

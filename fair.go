@@ -232,6 +232,13 @@ func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string)
 	return ok, err
 }
 
+// notify subscribes a fair waiter to the key's releases and to its
+// locker's grant channel, where a fair release addresses the grant
+// (FairQueuer.NotifyGrants, one subscription for both).
+func (f *fairKey) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
+	return n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, released)
+}
+
 // fairHeld is the target of a lock taken through the queue: its release
 // also removes the Lock call's queue entry (ReleaseFair). The waiter's
 // rollbacks use fairKey's, plain Release, which keeps the entry.
@@ -318,13 +325,7 @@ func (w *waiter) waitsForGrant(n int) bool {
 // TTL: then it pays one subscription it did not need, and finding the
 // key free, leaves no news for the next call.
 func (w *waiter) subscribesFirst() bool {
-	if w.fair() == nil || w.cfg.noHandoff {
-		return false
-	}
-	if r, ok := w.cfg.strategy.(retry); !ok || r.retries == 0 || r.base <= 0 {
-		return false // a custom Strategy is not consulted ahead of its time
-	}
-	return w.cfg.lines.takeContended(w.key, w.cfg.clock.Now())
+	return w.fair() != nil && waitsForReleases(w.cfg) && w.cfg.lines.takeContended(w.key, w.cfg.clock.Now())
 }
 
 // queues reports whether the attempt under way is a fair call's first:

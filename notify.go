@@ -307,15 +307,7 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 			return false, nil
 		}
 		announced := func(payload string) { w.released(i, payload) }
-		var stop func()
-		var err error
-		if w.ticket != "" {
-			// A fair release addresses its grant to our locker's channel,
-			// which NotifyGrants subscribes with the key's.
-			stop, err = n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, announced)
-		} else {
-			stop, err = s.what.notify(ctx, s, n, announced)
-		}
+		stop, err := s.what.notify(ctx, s, n, announced)
 		stops[i] = stop
 		return err == nil, err
 	})
