@@ -92,6 +92,7 @@ func (w *waiter) run() (*Lock, error) {
 		}
 		err = e
 		w.waited = true
+		w.joinQueues()
 	}
 	for retry := 0; ; retry++ {
 		if w.ctx.Err() != nil {
@@ -125,6 +126,7 @@ func (w *waiter) run() (*Lock, error) {
 			return lock, nil
 		}
 		err = e
+		w.joinQueues()
 	}
 }
 
@@ -136,11 +138,12 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 	var err error
 	if !w.watched && !w.cfg.noHandoff && delay > 0 {
 		w.watched = true
-		if w.watch() && w.wake.first() {
+		if w.watch() && (w.wake.first() || w.queues()) {
 			// Subscribed: a release before this point is seen by this
 			// extra attempt, every later one by an announcement. A waiter
 			// behind others of its locker needs none: such a release
-			// woke the first in line.
+			// woke the first in line; unless it is a call that joined
+			// the queues and has yet to enter them (joinQueues).
 			lock, e := w.try(false)
 			if e == nil {
 				return lock, nil
@@ -233,6 +236,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	}
 	start := w.cfg.eventStart()
 	began := w.cfg.clock.Now()
+	w.sent = w.attempts
 	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
 	w.last = outcome
 	if w.wake != nil {

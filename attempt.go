@@ -28,6 +28,7 @@ type waiter struct {
 	leftovers []leftover // SETs of failed attempts that may still hold a node
 	watched   bool       // subscribing was tried (once per call)
 	waited    bool       // the call's first attempt did not take the lock
+	sent      int        // the number of the latest attempt sent to the nodes (not refused by the locker itself)
 	wake      *wakeup    // release announcements, once subscribed
 	unwatch   func()
 	gate      int           // the hand-off gate for woken attempts (gate.go), or -1

@@ -15,8 +15,31 @@ import (
 // processes) only learn that the key was released, and race for it: the
 // process that released, already running, often takes the key straight
 // back with its next Lock call, and the others wait for their luck.
-// WithFairness makes a free key go to the Lock call that has waited
+// The queue makes a free key go to the Lock call that has waited
 // longest, whichever process it runs in.
+//
+// Fair once contended (the default). A Lock or Do call makes its first
+// attempt as a plain SET NX, so an uncontended Lock+Unlock costs what it
+// did without queues. When a quorum of the nodes refuses one of its
+// attempts while its locker holds no lock of the key (each locker
+// records the locks it holds, lines.holds), the holder is another
+// locker's, and the call joins the queues for the rest of the call
+// (joinQueues): its further attempts are fair ones, ordered by the time
+// it was refused. Without
+// this, the releasing process, already running, takes the key back with
+// its next call more often than not, and waiters of other processes wait
+// for their luck (BENCHMARKS.md: fewest ÷ most acquisitions per worker
+// 0.46 with 8 processes on one node). A fair release grants the key to
+// the queue's head, so a later call that would barge in finds it taken
+// and queues in turn; only the release of a lock taken with a plain
+// attempt (the first holder of a contention: it found the key free) just
+// frees the key, and a call that finds it free then takes it ahead of
+// the queue, once. Calls refused by their own locker's lock stay
+// plain, in their locker's line, and take transfers (handoff.go) as
+// before. WithFairness queues a call from its first attempt (so it also
+// orders calls that find the key free between a release and the head's
+// attempt); WithoutFairness never queues, the behaviour of plain Redlock
+// clients.
 //
 // Each node keeps, per lock key, a queue of waiting Lock calls (a sorted
 // set, key + ":queue", the entries' expiries, key + ":queue:exp", and
@@ -95,9 +118,9 @@ import (
 // for its grant (waitsForGrant); if the entries ahead of it expire
 // unannounced (their waiters died), it learns it at its entry's next
 // refresh, not at its next delay.
-// Lockers without WithFairness use plain SET NX, ignore the queue and can
-// barge in ahead of it, but seldom find the key free while fair waiters
-// are queued. goredis nodes WithReplicaAck do not grant (a grant, set by
+// Calls WithoutFairness (and plain Redlock clients of other libraries)
+// use plain SET NX, ignore the queue and can barge in ahead of it, but
+// seldom find the key free while fair waiters are queued. goredis nodes WithReplicaAck do not grant (a grant, set by
 // the releaser's script, is waited for by no replica acknowledgement):
 // their releases only name the head, which acquires itself. Fair locks
 // are never transferred within a locker (handoff.go): the queue, not the
@@ -107,8 +130,9 @@ import (
 // ignore it.
 
 // FairQueuer is the optional capability of a Backend that keeps the
-// queues of WithFairness. New, NewSingle and Lock refuse WithFairness
-// over a node that is not a FairQueuer, with ErrInvalid.
+// queues. New, NewSingle and Lock refuse WithFairness over a node that
+// is not a FairQueuer, with ErrInvalid; without WithFairness, calls over
+// such nodes never join a queue.
 type FairQueuer interface {
 	// AcquireFair first drops the key's queue entries whose expiry (node
 	// time) has passed, then adds ticket to the queue with score (or
@@ -191,10 +215,20 @@ var FairLua = struct{ Acquire, Release string }{acquireFairLua, releaseFairLua}
 
 // WithFairness makes Lock and Do calls take a free key in the order the
 // calls started, across every locker (process) that uses it for the key:
-// see FairQueuer and the package notes in fair.go. Every node must be a
-// FairQueuer (both adapters are). It is meant for calls that wait (Retry)
-// with hand-off on; it cannot be combined with WithFencing (ErrInvalid).
-func WithFairness() Option { return func(c *config) { c.fair = true } }
+// see FairQueuer and the package notes in fair.go. Without it a call
+// joins the same queues once it finds the key held by another locker
+// (fair once contended); with it, from its first attempt. Every node must
+// be a FairQueuer (both adapters are). It is meant for calls that wait
+// (Retry) with hand-off on; it cannot be combined with WithFencing
+// (ErrInvalid).
+func WithFairness() Option { return func(c *config) { c.fair, c.unfair = true, false } }
+
+// WithoutFairness makes Lock and Do calls never join the queues: every
+// attempt is a plain SET NX, and a free key goes to whichever attempt
+// reaches it first. Without either option a call joins the queues once
+// the key proved taken by another locker (see "Fair once contended" in
+// fair.go); of WithFairness and WithoutFairness the later one given wins.
+func WithoutFairness() Option { return func(c *config) { c.fair, c.unfair = false, true } }
 
 // fairMargin pads an entry's stay beyond the next attempt's expected
 // time, for scheduling delays.
@@ -331,13 +365,58 @@ func (w *waiter) subscribesFirst() bool {
 // queues reports whether the attempt under way is a fair call's first:
 // it is made whatever the locker's line knows (heldHere), since it puts
 // the call in the nodes' queues.
-func (w *waiter) queues() bool { return w.fair() != nil && w.attempts == 1 }
+func (w *waiter) queues() bool {
+	f := w.fair()
+	return f != nil && f.attempt == 0
+}
+
+// joinQueues makes a plain Lock call fair for the rest of the call when
+// a quorum of the nodes refused its latest attempt (a lock holds the key)
+// while its locker held no lock of the key (lines.holds): the holder is
+// then another locker's, and the
+// call would otherwise race that locker's next call for the release
+// (fair once contended, above). Its ticket's score is the time of the
+// decision. A call already subscribed leaves its subscription and its
+// line: the next wait subscribes it again as a fair waiter (to its
+// locker's grants too), and attempts once subscribed. Not for calls
+// WithoutFairness or WithFairness (fair from the start), WithFencing (a
+// fair lock has no fencing token), sets, readers and writers, nor for
+// calls that do not wait with hand-off on (waitsForReleases), nor over a
+// node that is not a FairQueuer.
+func (w *waiter) joinQueues() {
+	if w.cfg.unfair || w.cfg.fair || w.cfg.fencing || w.what != target(oneKey{}) || w.keys != nil ||
+		w.sent != w.attempts || !waitsForReleases(w.cfg) {
+		return
+	}
+	refused := 0
+	for _, err := range w.last {
+		if err == ErrNotAcquired {
+			refused++
+		}
+	}
+	if refused < quorum(len(w.nodes)) { // no lock holds the key (a split vote, leftovers), or nodes did not answer
+		return
+	}
+	for _, b := range w.nodes {
+		if _, ok := b.(FairQueuer); !ok {
+			return
+		}
+	}
+	if w.cfg.lines.holds(w.key, w.cfg.clock.Now()) {
+		return
+	}
+	if w.wake != nil {
+		w.stopWatching()
+		w.wake, w.watched, w.gate = nil, false, -1
+	}
+	w.what = newFairKey(w.cfg)
+}
 
 // markContended records, for a fair call whose first attempt did not
 // take the lock, that the key is contended: for the next TTL, the
 // locker's next fair call on it subscribes first.
 func (w *waiter) markContended() {
-	if w.fair() != nil && w.waited {
+	if w.cfg.fair && w.waited {
 		w.cfg.lines.markContended(w.key, w.cfg.clock.Now(), w.cfg.ttl)
 	}
 }
@@ -444,7 +523,7 @@ func (w *waiter) fair() *fairKey {
 // node timeout.
 func (w *waiter) leaveQueue(ctx context.Context, lock *Lock) {
 	f := w.fair()
-	if f == nil || w.attempts == 0 {
+	if f == nil || f.attempt == 0 { // never entered the queues
 		return
 	}
 	nodes, got := w.nodes, lock != nil

@@ -24,13 +24,19 @@ import (
 // WithFairness, plus the fakes (per locker) and plain clients.
 func fairLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Redlock, [][]*fakenode.Node, []*redis.Client) {
 	t.Helper()
+	return queueLockers(t, n, k, append([]redlock.Option{redlock.WithFairness()}, opts...)...)
+}
+
+// queueLockers is fairLockers without WithFairness: the lockers' calls
+// join the queues only once contended (fair once contended, fair.go).
+func queueLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Redlock, [][]*fakenode.Node, []*redis.Client) {
+	t.Helper()
 	c := redistest.Start(t, n)
 	clients := make([]*redis.Client, n)
 	for i, addr := range c.Addrs() {
 		clients[i] = redistest.Client(t, addr)
 	}
-	opts = append([]redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Retry(5, time.Second)),
-		redlock.WithFairness()}, opts...)
+	opts = append([]redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Retry(5, time.Second))}, opts...)
 	rls := make([]*redlock.Redlock, k)
 	fakes := make([][]*fakenode.Node, k)
 	for j := range k {
@@ -99,6 +105,79 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		require.NoError(t, r.l.Unlock(t.Context()))
 	}
 	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
+// Without WithFairness, a Lock call that finds the key held by another
+// locker joins the queues (fair once contended): waiters of different
+// lockers take the key in the order they were refused, and the releasing
+// locker's next call, refused by the grant its release made to the head,
+// queues behind them instead of taking the key straight back, as a plain
+// SET NX racing the woken waiter would, more often than not. (The first
+// holder took the key with a plain attempt, and its release only frees
+// it: a call started then could take it ahead of the queue, fair.go;
+// the queue is asked for from the first fair holder's release on.)
+func TestContendedCallsQueueWithoutWithFairness(t *testing.T) {
+	rls, fakes, clients := queueLockers(t, 3, 3)
+	const key = "fair:contended"
+	for round := range 5 {
+		held, err := rls[0].Lock(t.Context(), key)
+		require.NoError(t, err)
+		first := queued(t, t.Context(), rls[1], fakes[1], key)
+		second := queued(t, t.Context(), rls[2], fakes[2], key)
+		require.NoError(t, held.Unlock(t.Context()))
+		r := <-first
+		require.NoError(t, r.err, "round %d: the queue's head", round)
+		select {
+		case r2 := <-second:
+			t.Fatalf("round %d: the second waiter got the key (%v) while the first held it", round, r2.err)
+		default:
+		}
+		require.NoError(t, r.l.Unlock(t.Context()))
+		again := queued(t, t.Context(), rls[1], fakes[1], key) // the releasing locker's next call
+		r = <-second
+		require.NoError(t, r.err, "round %d: the second waiter, granted by the first's release", round)
+		select {
+		case r2 := <-again:
+			t.Fatalf("round %d: the releasing locker's next call got the key (%v) while the second waiter held it", round, r2.err)
+		default:
+		}
+		require.NoError(t, r.l.Unlock(t.Context()))
+		r = <-again
+		require.NoError(t, r.err, "round %d: the releasing locker's next call, last", round)
+		require.NoError(t, r.l.Unlock(t.Context()))
+		assert.Zero(t, queueLen(t, clients, key), "round %d: every entry left the queue", round)
+	}
+}
+
+// A refused call stays a plain one, never sending a fair attempt, with
+// WithoutFairness, with WithFencing (a fair lock has no fencing token),
+// with hand-off off, and with a strategy that does not wait; without
+// any of them it joins the queues (the control).
+func TestCallsThatDoNotJoinTheQueue(t *testing.T) {
+	rls, fakes, clients := queueLockers(t, 3, 2)
+	const key = "fair:plain"
+	held, err := rls[0].Lock(t.Context(), key)
+	require.NoError(t, err)
+	short := redlock.WithStrategy(redlock.Retry(2, 10*time.Millisecond))
+	for _, c := range []struct {
+		name  string
+		opts  []redlock.Option
+		joins bool
+	}{
+		{"default", []redlock.Option{short}, true},
+		{"WithoutFairness", []redlock.Option{short, redlock.WithoutFairness()}, false},
+		{"WithFairness then WithoutFairness", []redlock.Option{short, redlock.WithFairness(), redlock.WithoutFairness()}, false},
+		{"WithFencing", []redlock.Option{short, redlock.WithFencing()}, false},
+		{"WithHandoff(false)", []redlock.Option{short, redlock.WithHandoff(false)}, false},
+		{"Reject", []redlock.Option{redlock.WithStrategy(redlock.Reject())}, false},
+	} {
+		before := calls(fakes[1], fakenode.AcquireFair)
+		_, err := rls[1].Lock(t.Context(), key, c.opts...)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired, c.name)
+		assert.Equal(t, c.joins, calls(fakes[1], fakenode.AcquireFair) > before, "%s: fair attempts sent", c.name)
+	}
+	assert.Zero(t, queueLen(t, clients, key), "the call that joined left the queue when it gave up")
+	require.NoError(t, held.Unlock(t.Context()))
 }
 
 // A release grants the key to the queue's head, in the release's own
@@ -331,9 +410,9 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 
 	held, err = rls[0].Lock(t.Context(), key)
 	require.NoError(t, err)
-	plain1 := lock()
+	plain1 := lock(redlock.WithoutFairness())
 	testwait.Until(t, "the plain call waits in line", func() bool { return redlock.Waiting(mixed, key) })
-	plain2 := lock()
+	plain2 := lock(redlock.WithoutFairness())
 	require.NoError(t, held.Unlock(t.Context()))
 	r1 := <-plain1 // plain2 still in line, which records r1's lock as held
 	require.NoError(t, r1.err)

@@ -50,7 +50,25 @@ type lines struct {
 	// contended: keys for which a fair Lock call of the locker found the
 	// key taken, until when that is news (fair.go, subscribesFirst).
 	contended map[string]time.Time
+	// own: the lock of one key this locker holds, by key, whether or not
+	// anyone was in line for it, until its Unlock or the end of its
+	// validity at Lock: a call refused while one is held was refused by
+	// its own locker (fair.go, joinQueues). sweepAt: the size at which
+	// ended records are dropped.
+	own     map[string]ownLock
+	sweepAt int
 }
+
+// ownLock is a lock of the locker's that own records: its token, and
+// its validity when taken (an Extend does not update it: a record that
+// ends early only makes a refused call join the queues).
+type ownLock struct {
+	token string
+	until time.Time
+}
+
+// minSweep is the fewest records own holds before dropping ended ones.
+const minSweep = 1024
 
 // newLines returns a locker's empty lines, with an id of its own.
 func newLines() *lines { return &lines{id: rand.Text()[:lockerIDLen]} }
@@ -69,23 +87,50 @@ func (ls *lines) waiting(key string) bool {
 	return ls.m[key] != nil
 }
 
-// held records that a waiter in line for key took the lock with token,
-// valid until until.
-func (ls *lines) held(key, token string, until time.Time) {
+// held records that the locker took lock (own), and, for a plain lock
+// taken in line (inLine), that its line holds it. A fair lock is not the line's holder: its
+// waiters' attempts keep their queue entries alive (fair.go) and must
+// not be left out.
+func (ls *lines) held(lock *Lock, inLine bool) {
+	key, token, until := lock.key, lock.token, lock.until
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if l := ls.m[key]; l != nil {
+	if l := ls.m[key]; l != nil && inLine {
 		l.holder, l.until = token, until
 	}
+	if ls.own == nil {
+		ls.own, ls.sweepAt = map[string]ownLock{}, minSweep
+	}
+	if _, ok := ls.own[key]; !ok && len(ls.own) >= ls.sweepAt {
+		for k, o := range ls.own { // ended before lock was taken
+			if !lock.acquired.Before(o.until) {
+				delete(ls.own, k)
+			}
+		}
+		ls.sweepAt = max(minSweep, 2*len(ls.own))
+	}
+	ls.own[key] = ownLock{token, until}
 }
 
-// unheld forgets the holder recorded for key if it is token's (Unlock).
+// unheld forgets the lock recorded for key if it is token's (Unlock).
 func (ls *lines) unheld(key, token string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.m[key]; l != nil && l.holder == token {
 		l.holder, l.until = "", time.Time{}
 	}
+	if o, ok := ls.own[key]; ok && o.token == token {
+		delete(ls.own, key)
+	}
+}
+
+// holds reports whether the locker holds a lock of key that it took
+// (held) and has not unlocked, valid at now.
+func (ls *lines) holds(key string, now time.Time) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	o, ok := ls.own[key]
+	return ok && now.Before(o.until)
 }
 
 // heldUntil returns the validity of the lock of this locker that a

@@ -31,6 +31,7 @@ type config struct {
 	fencing     bool
 	noHandoff   bool
 	fair        bool // WithFairness (fair.go)
+	unfair      bool // WithoutFairness (fair.go)
 	observer    Observer
 	lines       *lines // the locker's waiters (line.go), shared by copies
 	tokenSuffix string // appended to every attempt's random token (election.go)
