@@ -25,21 +25,20 @@ import (
 // records the locks it holds, lines.holds), the holder is another
 // locker's, and the call joins the queues for the rest of the call
 // (joinQueues): its further attempts are fair ones, ordered by the time
-// it was refused. Without
-// this, the releasing process, already running, takes the key back with
-// its next call more often than not, and waiters of other processes wait
-// for their luck (BENCHMARKS.md: fewest ÷ most acquisitions per worker
-// 0.46 with 8 processes on one node). A fair release grants the key to
-// the queue's head, so a later call that would barge in finds it taken
-// and queues in turn; only the release of a lock taken with a plain
-// attempt (the first holder of a contention: it found the key free) just
-// frees the key, and a call that finds it free then takes it ahead of
-// the queue, once. Calls refused by their own locker's lock stay
-// plain, in their locker's line, and take transfers (handoff.go) as
-// before. WithFairness queues a call from its first attempt (so it also
-// orders calls that find the key free between a release and the head's
-// attempt); WithoutFairness never queues, the behaviour of plain Redlock
-// clients.
+// it was refused. Without this, the releasing process, already running,
+// takes the key back with its next call more often than not, and waiters
+// of other processes wait for their luck (BENCHMARKS.md: fewest ÷ most
+// acquisitions per worker 0.46 with 8 processes on one node). A fair
+// release grants the key to the queue's head, so a later call that would
+// barge in finds it taken and queues in turn; only the release of a lock
+// taken with a plain attempt (the first holder of a contention: it found
+// the key free) just frees the key, and a call that finds it free then
+// takes it ahead of the queue, once. Calls refused by their own locker's
+// lock stay plain, in their locker's line, and take transfers
+// (handoff.go) as before. WithFairness queues a call from its first
+// attempt (so it also orders calls that find the key free between a
+// release and the head's attempt); WithoutFairness never queues, the
+// behaviour of plain Redlock clients.
 //
 // Each node keeps, per lock key, a queue of waiting Lock calls (a sorted
 // set, key + ":queue", the entries' expiries, key + ":queue:exp", and
@@ -120,14 +119,15 @@ import (
 // refresh, not at its next delay.
 // Calls WithoutFairness (and plain Redlock clients of other libraries)
 // use plain SET NX, ignore the queue and can barge in ahead of it, but
-// seldom find the key free while fair waiters are queued. goredis nodes WithReplicaAck do not grant (a grant, set by
-// the releaser's script, is waited for by no replica acknowledgement):
-// their releases only name the head, which acquires itself. Fair locks
-// are never transferred within a locker (handoff.go): the queue, not the
-// locker's line, names the next holder. WithFairness applies to Lock, Do
-// and an election's campaigns; fenced locks (WithFencing) are refused
-// with it, and sets (LockMany), readers and writers, and semaphores
-// ignore it.
+// seldom find the key free while fair waiters are queued. goredis nodes
+// WithReplicaAck do not grant (a grant, set by the releaser's script, is
+// waited for by no replica acknowledgement): their releases only name
+// the head, which acquires itself. Fair locks are never transferred
+// within a locker (handoff.go): the queue, not the locker's line, names
+// the next holder. The queues serve Lock, Do and an election's
+// campaigns; fenced locks (WithFencing) are refused with WithFairness
+// and never join by default, and sets (LockMany), readers and writers,
+// and semaphores ignore them.
 
 // FairQueuer is the optional capability of a Backend that keeps the
 // queues. New, NewSingle and Lock refuse WithFairness over a node that
@@ -373,10 +373,9 @@ func (w *waiter) queues() bool {
 // joinQueues makes a plain Lock call fair for the rest of the call when
 // a quorum of the nodes refused its latest attempt (a lock holds the key)
 // while its locker held no lock of the key (lines.holds): the holder is
-// then another locker's, and the
-// call would otherwise race that locker's next call for the release
-// (fair once contended, above). Its ticket's score is the time of the
-// decision. A call already subscribed leaves its subscription and its
+// then another locker's, and the call would otherwise race that locker's
+// next call for the release (fair once contended, above). Its ticket's
+// score is the time of the decision. A call already subscribed leaves its subscription and its
 // line: the next wait subscribes it again as a fair waiter (to its
 // locker's grants too), and attempts once subscribed. Not for calls
 // WithoutFairness or WithFairness (fair from the start), WithFencing (a

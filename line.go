@@ -88,9 +88,9 @@ func (ls *lines) waiting(key string) bool {
 }
 
 // held records that the locker took lock (own), and, for a plain lock
-// taken in line (inLine), that its line holds it. A fair lock is not the line's holder: its
-// waiters' attempts keep their queue entries alive (fair.go) and must
-// not be left out.
+// taken in line (inLine), that its line holds it. A fair lock is not
+// the line's holder: its waiters' attempts keep their queue entries
+// alive (fair.go) and must not be left out.
 func (ls *lines) held(lock *Lock, inLine bool) {
 	key, token, until := lock.key, lock.token, lock.until
 	ls.mu.Lock()
