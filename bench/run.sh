@@ -55,9 +55,13 @@ if [ ! -x "$benchstat" ]; then
 	exit 1
 fi
 
+# Read before machine.txt is rewritten below: the results this run
+# replaces are not changes to the code measured.
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- .. ':!results' 2>/dev/null || commit="$commit (with uncommitted changes)"
 {
 	echo "date:   $(date -u +%Y-%m-%dT%H:%MZ)"
-	echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- .. 2>/dev/null || echo ' (with uncommitted changes)')"
+	echo "commit: $commit"
 	echo "cpu:    $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"
 	echo "go:     $(go version | cut -d' ' -f3-)"
 	echo "redis:  $(redis-server --version | cut -d' ' -f3)"
