@@ -127,25 +127,27 @@ func TestContendedCallsQueueWithoutWithFairness(t *testing.T) {
 		require.NoError(t, held.Unlock(t.Context()))
 		r := <-first
 		require.NoError(t, r.err, "round %d: the queue's head", round)
-		select {
-		case r2 := <-second:
-			t.Fatalf("round %d: the second waiter got the key (%v) while the first held it", round, r2.err)
-		default:
-		}
+		stillWaiting(t, second, "round %d: the second waiter, while the first holds the key", round)
 		require.NoError(t, r.l.Unlock(t.Context()))
 		again := queued(t, t.Context(), rls[1], fakes[1], key) // the releasing locker's next call
 		r = <-second
 		require.NoError(t, r.err, "round %d: the second waiter, granted by the first's release", round)
-		select {
-		case r2 := <-again:
-			t.Fatalf("round %d: the releasing locker's next call got the key (%v) while the second waiter held it", round, r2.err)
-		default:
-		}
+		stillWaiting(t, again, "round %d: the releasing locker's next call, while the second waiter holds the key", round)
 		require.NoError(t, r.l.Unlock(t.Context()))
 		r = <-again
 		require.NoError(t, r.err, "round %d: the releasing locker's next call, last", round)
 		require.NoError(t, r.l.Unlock(t.Context()))
 		assert.Zero(t, queueLen(t, clients, key), "round %d: every entry left the queue", round)
+	}
+}
+
+// stillWaiting fails the test if the Lock call behind ch has returned.
+func stillWaiting(t *testing.T, ch <-chan lockResult, format string, args ...any) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("returned (%v), should still wait: "+format, append([]any{r.err}, args...)...)
+	default:
 	}
 }
 

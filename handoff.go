@@ -204,7 +204,7 @@ func (t *transferSlot) letGo(ctx context.Context) {
 // reader's share would not exclude another reader.)
 func (w *waiter) markHeld(lock *Lock) {
 	if lock != nil && w.keys == nil && (w.what == target(oneKey{}) || w.fair() != nil) {
-		w.cfg.lines.held(lock, w.wake != nil && w.fair() == nil)
+		w.cfg.lines.held(w.key, lock.own(), w.wake != nil && w.fair() == nil)
 	}
 }
 
@@ -269,7 +269,7 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
 		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start,
 			until: start.Add(ttl - drift), chain: l.chain + 1}
-		l.cfg.lines.held(next, true)
+		l.cfg.lines.held(l.key, next.own(), true)
 		if !t.deliver(next) {
 			l.cfg.lines.unheld(l.key, token)
 			next.scope().releaseAll(ctx, token) // the waiter is gone

@@ -59,12 +59,12 @@ type lines struct {
 	sweepAt int
 }
 
-// ownLock is a lock of the locker's that own records: its token, and
-// its validity when taken (an Extend does not update it: a record that
-// ends early only makes a refused call join the queues).
+// ownLock is a lock of the locker's that own records: its token, when
+// it was taken, and its validity then (an Extend does not update it: a
+// record that ends early only makes a refused call join the queues).
 type ownLock struct {
-	token string
-	until time.Time
+	token           string
+	acquired, until time.Time
 }
 
 // minSweep is the fewest records own holds before dropping ended ones.
@@ -91,12 +91,11 @@ func (ls *lines) waiting(key string) bool {
 // taken in line (inLine), that its line holds it. A fair lock is not
 // the line's holder: its waiters' attempts keep their queue entries
 // alive (fair.go) and must not be left out.
-func (ls *lines) held(lock *Lock, inLine bool) {
-	key, token, until := lock.key, lock.token, lock.until
+func (ls *lines) held(key string, lock ownLock, inLine bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.m[key]; l != nil && inLine {
-		l.holder, l.until = token, until
+		l.holder, l.until = lock.token, lock.until
 	}
 	if ls.own == nil {
 		ls.own, ls.sweepAt = map[string]ownLock{}, minSweep
@@ -109,7 +108,7 @@ func (ls *lines) held(lock *Lock, inLine bool) {
 		}
 		ls.sweepAt = max(minSweep, 2*len(ls.own))
 	}
-	ls.own[key] = ownLock{token, until}
+	ls.own[key] = lock
 }
 
 // unheld forgets the lock recorded for key if it is token's (Unlock).

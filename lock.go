@@ -57,6 +57,9 @@ func (l *Lock) Keys() []string {
 // the token can release or extend the lock.
 func (l *Lock) Token() string { return l.token }
 
+// own is what the locker records of l while it holds it (lines.held).
+func (l *Lock) own() ownLock { return ownLock{token: l.token, acquired: l.acquired, until: l.until} }
+
 // Slot returns the semaphore slot this lock holds, in [0, permits), when
 // it is a permit returned by a Semaphore, and -1 for a plain lock. Fencing
 // tokens of a semaphore are counted per slot: a fenced resource keeps the

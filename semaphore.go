@@ -372,7 +372,7 @@ func (sw *semWaiter) passOver(order []int) (*Lock, error) {
 // slot as held without asking the nodes (waiter.heldHere).
 func (sw *semWaiter) granted(lock *Lock) *Lock {
 	lock.slot = slices.Index(sw.sem.keys, lock.key)
-	sw.cfg().lines.held(lock, true)
+	sw.cfg().lines.held(lock.key, lock.own(), true)
 	return lock
 }
 

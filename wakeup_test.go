@@ -198,29 +198,29 @@ func TestContendedRecords(t *testing.T) {
 func TestOwnLockRecords(t *testing.T) {
 	ls := newLines()
 	now := time.Unix(1000, 0)
-	lock := func(key, token string, at time.Time) *Lock {
-		return &Lock{key: key, token: token, acquired: at, until: at.Add(time.Second)}
+	take := func(key, token string, at time.Time) {
+		ls.held(key, ownLock{token: token, acquired: at, until: at.Add(time.Second)}, false)
 	}
-	ls.held(lock("a", "t1", now), false)
+	take("a", "t1", now)
 	assert.True(t, ls.holds("a", now))
 	assert.False(t, ls.holds("a", now.Add(time.Second)), "ended with its validity")
 	assert.False(t, ls.holds("b", now))
-	ls.held(lock("a", "t2", now), false) // taken again (the first expired)
+	take("a", "t2", now) // taken again (the first expired)
 	ls.unheld("a", "t1")
 	assert.True(t, ls.holds("a", now), "an older token's Unlock leaves the newer lock")
 	ls.unheld("a", "t2")
 	assert.False(t, ls.holds("a", now), "gone with its Unlock")
 
 	for i := range minSweep {
-		ls.held(lock(strconv.Itoa(i), "t", now), false)
+		take(strconv.Itoa(i), "t", now)
 	}
-	ls.held(lock("live", "t", now), false) // a sweep that finds every record live
+	take("live", "t", now) // a sweep that finds every record live
 	assert.Equal(t, minSweep+1, len(ls.own), "live records are kept")
 	assert.Equal(t, 2*minSweep, ls.sweepAt, "the next sweep waits for twice as many")
 	for i := minSweep + 1; i < 2*minSweep; i++ {
-		ls.held(lock(strconv.Itoa(i), "t", now), false)
+		take(strconv.Itoa(i), "t", now)
 	}
-	ls.held(lock("later", "t", now.Add(time.Second)), false) // the others ended
+	take("later", "t", now.Add(time.Second)) // the others ended
 	assert.Equal(t, 1, len(ls.own), "ended records dropped at the sweep")
 	assert.Equal(t, minSweep, ls.sweepAt)
 	assert.True(t, ls.holds("later", now.Add(time.Second)))
