@@ -52,16 +52,15 @@ type lines struct {
 	contended map[string]time.Time
 	// own: the lock of one key this locker holds, by key, whether or not
 	// anyone was in line for it, until its Unlock or the end of its
-	// validity at Lock: a call refused while one is held was refused by
-	// its own locker (fair.go, joinQueues). sweepAt: the size at which
-	// ended records are dropped.
+	// validity: a call refused while one is held was refused by its own
+	// locker (fair.go, joinQueues). sweepAt: the size at which ended
+	// records are dropped.
 	own     map[string]ownLock
 	sweepAt int
 }
 
 // ownLock is a lock of the locker's that own records: its token, when
-// it was taken, and its validity then (an Extend does not update it: a
-// record that ends early only makes a refused call join the queues).
+// it was taken, and its validity (moved by Extend).
 type ownLock struct {
 	token           string
 	acquired, until time.Time
@@ -120,6 +119,20 @@ func (ls *lines) unheld(key, token string) {
 	}
 	if o, ok := ls.own[key]; ok && o.token == token {
 		delete(ls.own, key)
+	}
+}
+
+// extended moves the validity recorded for the lock of key with token,
+// if it is recorded (held), to until (Extend).
+func (ls *lines) extended(key, token string, until time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[key]; l != nil && l.holder == token {
+		l.until = until
+	}
+	if o, ok := ls.own[key]; ok && o.token == token {
+		o.until = until
+		ls.own[key] = o
 	}
 }
 

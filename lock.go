@@ -298,5 +298,6 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	if l.expiry != nil {
 		l.expiry.Reset(l.until.Sub(end))
 	}
+	l.cfg.lines.extended(l.key, l.token, l.until)
 	return nil
 }

@@ -191,10 +191,11 @@ func TestContendedRecords(t *testing.T) {
 	assert.True(t, ls.takeContended("full", now.Add(time.Second)))
 }
 
-// A locker's record of its own locks (lines.held, unheld, holds): a lock
-// counts until its Unlock or its validity's end, an Unlock of an older
-// token leaves a newer lock's record, and ended records are dropped once
-// there are minSweep of them, live ones never.
+// A locker's record of its own locks (lines.held, extended, unheld,
+// holds): a lock counts until its Unlock or its validity's end, which
+// its Extend moves; an older token's Unlock or Extend leaves a newer
+// lock's record alone; and ended records are dropped once there are
+// minSweep of them, live ones never.
 func TestOwnLockRecords(t *testing.T) {
 	ls := newLines()
 	now := time.Unix(1000, 0)
@@ -208,6 +209,10 @@ func TestOwnLockRecords(t *testing.T) {
 	take("a", "t2", now) // taken again (the first expired)
 	ls.unheld("a", "t1")
 	assert.True(t, ls.holds("a", now), "an older token's Unlock leaves the newer lock")
+	ls.extended("a", "t1", now.Add(time.Hour))
+	assert.False(t, ls.holds("a", now.Add(time.Second)), "an older token's Extend moves nothing")
+	ls.extended("a", "t2", now.Add(time.Hour))
+	assert.True(t, ls.holds("a", now.Add(time.Second)), "moved by its Extend")
 	ls.unheld("a", "t2")
 	assert.False(t, ls.holds("a", now), "gone with its Unlock")
 
