@@ -30,7 +30,7 @@ import (
 // waiter's last attempt is "held" until it announces a release; the waiter
 // wakes when a quorum of its nodes is not held, on an announcement by
 // someone else (its own rollbacks announce too, and are ignored by token).
-// A fair release (WithFairness, fair.go) names the queue's head in its
+// A fair release (fair.go) names the queue's head in its
 // announcement, or grants it the key: only that waiter wakes, wherever it
 // stands in its locker's line. Within a locker only the first in line
 // for the key is woken by other releases (see line.go): waking them all

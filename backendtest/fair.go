@@ -276,8 +276,8 @@ var fairChecks = []check{
 		n.mustReleaseFair(key, n.mustGrantFair(key, "L2.b", 2), "L2.b")
 	}},
 	// NotifyGrants hears the key's release channel too: a fair waiter
-	// subscribes once for both (a release with nobody queued, or by a
-	// locker without WithFairness, announces there).
+	// subscribes once for both (a release with nobody queued, or of a
+	// lock taken without the queue, announces there).
 	{"GrantNotifierHearsReleases", func(n *node) {
 		n.notifier()
 		fq := n.fairQueuer()
@@ -288,7 +288,7 @@ var fairChecks = []check{
 		s.expect(n.cycle(key), "a plain release announced on the key's channel")
 		s.end()
 	}},
-	// Acquire ignores the queue (a locker without WithFairness barges).
+	// Acquire ignores the queue (a call that has not joined it barges).
 	{"AcquireIgnoresQueue", func(n *node) {
 		n.fairQueuer()
 		key, holder := n.key(), token()

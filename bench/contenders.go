@@ -67,8 +67,9 @@ type Impl string
 // its rueidis adapter, with rueidis clients of their own to the same
 // servers (rueidis defaults), and RedlockRueidisFlush the same with
 // rueidis's MaxFlushDelay set to FlushDelay. RedlockFair is Redlock whose
-// waiting Lock calls also ask for the queue on the nodes
-// (redlock.WithFairness); it runs in the hand-off scenarios only.
+// waiting Lock calls join the queue on the nodes from their first
+// attempt (redlock.WithFairness), where Redlock's join it once another
+// process's lock refused them; it runs in the hand-off scenarios only.
 // IdealHandoff is no lock but the fastest hand-off one round allows, with
 // no safety logic (see ideal); it runs in the hand-off scenarios only.
 const (
@@ -215,9 +216,9 @@ func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Conte
 }
 
 // waitOpt is what the redlock contenders' waiting Lock calls add: the
-// strategy; fairWaitOpt, RedlockFair's, adds the queue on the nodes
-// (WithFairness) so that waiters of several processes take the key in
-// the order they came.
+// strategy; fairWaitOpt, RedlockFair's, adds WithFairness: a call
+// joins the queue on the nodes from its first attempt, not only once
+// another process's lock refused it.
 var (
 	waitOpt     = []redlock.Option{redlock.WithStrategy(WaitStrategy)}
 	fairWaitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy), redlock.WithFairness()}
