@@ -29,12 +29,11 @@ import (
 // takes the key back with its next call more often than not, and waiters
 // of other processes wait for their luck (BENCHMARKS.md: fewest ÷ most
 // acquisitions per worker 0.50 with 8 processes on one node, 0.97 with
-// the queue). A fair
-// release grants the key to the queue's head, so a later call that would
-// barge in finds it taken and queues in turn; only the release of a lock
-// taken with a plain attempt (the first holder of a contention: it found
-// the key free) just frees the key, and a call that finds it free then
-// takes it ahead of the queue, once. Calls refused by their own locker's
+// the queue). A fair release grants the key to the queue's head, so a
+// later call that would barge in finds it taken and queues in turn; only
+// the release of a lock taken with a plain attempt (the first holder of
+// a contention: it found the key free) just frees the key, and a call
+// that finds it free then takes it ahead of the queue, once. Calls refused by their own locker's
 // lock stay plain, in their locker's line, and take transfers
 // (handoff.go) as before. WithFairness queues a call from its first
 // attempt (so it also orders calls that find the key free between a
