@@ -396,12 +396,7 @@ func (w *waiter) joinQueues() {
 	if refused < quorum(len(w.nodes)) { // no lock holds the key (a split vote, leftovers), or nodes did not answer
 		return
 	}
-	for _, b := range w.nodes {
-		if _, ok := b.(FairQueuer); !ok {
-			return
-		}
-	}
-	if w.cfg.lines.holds(w.key, w.cfg.clock.Now()) {
+	if notFairQueuer(w.nodes) != nil || w.cfg.lines.holds(w.key, w.cfg.clock.Now()) {
 		return
 	}
 	if w.wake != nil {
@@ -553,9 +548,18 @@ func (c *config) validateFair(nodes []Backend) error {
 	if c.fencing {
 		return invalidf("WithFairness cannot be combined with WithFencing")
 	}
+	if b := notFairQueuer(nodes); b != nil {
+		return invalidf("WithFairness: node %q (%T) does not implement FairQueuer", b.Name(), b)
+	}
+	return nil
+}
+
+// notFairQueuer returns the first of nodes that is not a FairQueuer, or
+// nil when all are.
+func notFairQueuer(nodes []Backend) Backend {
 	for _, b := range nodes {
 		if _, ok := b.(FairQueuer); !ok {
-			return invalidf("WithFairness: node %q (%T) does not implement FairQueuer", b.Name(), b)
+			return b
 		}
 	}
 	return nil
