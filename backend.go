@@ -141,6 +141,25 @@ type TransferStarter interface {
 	StartTransfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) Pending
 }
 
+// FairStarter is the optional capability of a Starter that is also a
+// FairQueuer and splits AcquireFair and ReleaseFair the same way: each
+// sends its command and returns at once, and the FairPending's FinishFair,
+// or the Pending's Finish, answers as the method would, under every rule
+// of Starter. The rounds of a fair Lock call (its attempts, and the
+// release of a lock taken through the queue) over nodes that are all
+// FairStarters run without a goroutine per node.
+type FairStarter interface {
+	StartAcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) FairPending
+	StartReleaseFair(ctx context.Context, key, token, ticket string, announce bool) Pending
+}
+
+// FairPending is an AcquireFair a FairStarter started.
+type FairPending interface {
+	// FinishFair returns the call's answer, as AcquireFair would have,
+	// under the rules of Pending's Finish.
+	FinishFair() (ok bool, ahead int64, err error)
+}
+
 // Pending is a call a Starter started.
 type Pending interface {
 	// Finish returns the call's answer, as Acquire, Release or Extend

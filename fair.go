@@ -259,7 +259,13 @@ func newFairKey(cfg *config) *fairKey {
 }
 
 func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	ok, ahead, err := b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt)
+	return f.counted(b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt))
+}
+
+// counted returns a node's answer to an attempt, counting the node in
+// behind if it found two entries or more ahead (a started call's answer
+// comes at its finish: fanOutStarted).
+func (f *fairKey) counted(ok bool, ahead int64, err error) (bool, error) {
 	if err == nil && !ok && ahead > 1 {
 		f.behind.Add(1)
 	}

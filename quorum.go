@@ -108,9 +108,22 @@ func (s scope) record(ctx context.Context, op string, refused error, errs []erro
 // split reports whether a round of op can run as started calls: a
 // single-key acquire (not fenced), release or extend, over nodes that are
 // all Starters, or a transfer over nodes that are all TransferStarters
-// too.
+// too, or a fair call's acquire, release (its rollbacks, plain) or extend,
+// or the release or extend of its lock, over nodes that are all
+// FairStarters too.
 func (s scope) split(op string) bool {
-	if _, ok := s.what.(oneKey); !ok {
+	switch s.what.(type) {
+	case oneKey:
+	case *fairKey, fairHeld:
+		if op != "acquire" && op != "release" && op != "extend" {
+			return false
+		}
+		for _, b := range s.nodes {
+			if _, ok := b.(FairStarter); !ok {
+				return false
+			}
+		}
+	default:
 		return false
 	}
 	switch op {
@@ -160,8 +173,11 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 	}
 	for i := range st {
 		d := &st[i]
-		if d.p != nil {
+		switch {
+		case d.p != nil:
 			d.ok, d.err = d.p.Finish()
+		case d.fp != nil: // split allows it for a *fairKey only
+			d.ok, d.err = s.what.(*fairKey).counted(d.fp.FinishFair())
 		}
 		s.record(ctx, op, refused, errs, i, d.start, d.ok, d.err)
 	}
@@ -171,13 +187,14 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 }
 
 // starting stands in for a node during a started round (fanOutStarted):
-// its Acquire, Release, Extend and Transfer start the node's call and
-// keep the Pending; whatever else the round's call asks of it goes to the
-// node.
+// its Acquire, Release, Extend, Transfer, AcquireFair and ReleaseFair
+// start the node's call and keep the Pending; whatever else the round's
+// call asks of it goes to the node.
 type starting struct {
 	Backend
 	st    Starter
 	p     Pending
+	fp    FairPending
 	start time.Time
 	ok    bool
 	err   error
@@ -205,6 +222,31 @@ func (d *starting) Extend(ctx context.Context, key, token string, ttl time.Durat
 func (d *starting) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
 	d.p = d.Backend.(TransferStarter).StartTransfer(ctx, key, oldToken, newToken, ttl)
 	return false, nil
+}
+
+// AcquireFair starts the node's AcquireFair; split allows it only over
+// FairStarters. Its answer, known at finish, goes through the fairKey's
+// count (fairKey.counted) there.
+func (d *starting) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
+	d.fp = d.Backend.(FairStarter).StartAcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
+	return false, 0, nil
+}
+
+// ReleaseFair starts the node's ReleaseFair; split allows it only over
+// FairStarters.
+func (d *starting) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	d.p = d.Backend.(FairStarter).StartReleaseFair(ctx, key, token, ticket, announce)
+	return false, nil
+}
+
+// LeaveQueue and NotifyGrants, never in a split round, go to the node:
+// with them the stand-in is a FairQueuer, as its node.
+func (d *starting) LeaveQueue(ctx context.Context, key, ticket string) error {
+	return d.Backend.(FairQueuer).LeaveQueue(ctx, key, ticket)
+}
+
+func (d *starting) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	return d.Backend.(FairQueuer).NotifyGrants(ctx, key, locker, granted)
 }
 
 // quorumError describes a round that did not grant op.

@@ -180,6 +180,83 @@ func TestTransferRoundOverTransferStartersStartsEveryNodeFirst(t *testing.T) {
 	require.NoError(t, r.l.Unlock(ctx))
 }
 
+// fairStartingNode is a startingNode that also queues (redlock.FairQueuer)
+// and starts its fair calls (redlock.FairStarter).
+type fairStartingNode struct{ *startingNode }
+
+func (n fairStartingNode) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+	return n.Backend.(redlock.Notifier).Notify(ctx, key, released)
+}
+
+func (n fairStartingNode) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
+	return n.Backend.(redlock.FairQueuer).AcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
+}
+
+func (n fairStartingNode) LeaveQueue(ctx context.Context, key, ticket string) error {
+	return n.Backend.(redlock.FairQueuer).LeaveQueue(ctx, key, ticket)
+}
+
+func (n fairStartingNode) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	return n.Backend.(redlock.FairQueuer).ReleaseFair(ctx, key, token, ticket, announce)
+}
+
+func (n fairStartingNode) NotifyGrants(ctx context.Context, key, locker string, granted func(string)) (func(), error) {
+	return n.Backend.(redlock.FairQueuer).NotifyGrants(ctx, key, locker, granted)
+}
+
+type fairFinisher struct {
+	n    *startingNode
+	call func() (bool, int64, error)
+}
+
+func (f fairFinisher) FinishFair() (bool, int64, error) {
+	f.n.j.add("finish %s", f.n.Name())
+	return f.call()
+}
+
+func (n fairStartingNode) StartAcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) redlock.FairPending {
+	n.j.add("start acquire fair %s", n.Name())
+	return fairFinisher{n.startingNode, func() (bool, int64, error) {
+		return n.AcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
+	}}
+}
+
+func (n fairStartingNode) StartReleaseFair(ctx context.Context, key, token, ticket string, announce bool) redlock.Pending {
+	return n.start("release fair", func() (bool, error) { return n.ReleaseFair(ctx, key, token, ticket, announce) })
+}
+
+// TestFairRoundsOverFairStartersStartEveryNodeFirst: over nodes that are
+// all FairStarters, a fair call's attempt, its lock's extension and its
+// fair release start every node's call, then finish each in turn, and
+// answer as the calls would (the attempt of a call behind the holder is
+// refused, and its entry counts as ahead).
+func TestFairRoundsOverFairStartersStartEveryNodeFirst(t *testing.T) {
+	sn, _, j := startingNodes(t, 3)
+	bs := make([]redlock.Backend, len(sn))
+	for i, n := range sn {
+		bs[i] = fairStartingNode{n}
+	}
+	rl, err := redlock.New(bs, redlock.WithFairness())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	name := func(i int) string { return sn[i].Name() }
+	want := func(op string) []string {
+		return []string{"start " + op + " " + name(0), "start " + op + " " + name(1), "start " + op + " " + name(2),
+			"finish " + name(0), "finish " + name(1), "finish " + name(2)}
+	}
+	l, err := rl.Lock(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, want("acquire fair"), j.take())
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	assert.Equal(t, want("extend"), j.take())
+	_, err = rl.Lock(ctx, "k", redlock.WithStrategy(redlock.Reject()))
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired, "the key is held")
+	j.take()
+	require.NoError(t, l.Unlock(ctx))
+	assert.Equal(t, want("release fair"), j.take())
+}
+
 // TestRoundsOverStartersReportFailedStarts: a node whose Start failed (a
 // refused dial) is a failed vote with its error, told to the observer,
 // and the round does not wait for it.

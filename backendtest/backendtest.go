@@ -119,6 +119,7 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"RWLocker", rwChecks},
 		{"Transferrer", transferChecks},
 		{"Starter", starterChecks},
+		{"FairStarter", fairStarterChecks},
 		{"FairQueuer", fairChecks},
 		{"Context", contextChecks},
 		{"Concurrency", concurrencyChecks},

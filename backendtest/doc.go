@@ -3,7 +3,8 @@
 // a Redis client, or for another store, runs it from the adapter's own
 // tests to check that the adapter keeps the contract the lockers rely on
 // (redlock.Backend, and the optional redlock.Fencer, redlock.Notifier,
-// redlock.MultiLocker, redlock.Peeker and redlock.Starter when it
+// redlock.MultiLocker, redlock.Peeker, redlock.Starter and
+// redlock.FairStarter when it
 // implements them). It
 // imports only the redlock package and the
 // standard library, so an adapter's module inherits nothing else from it.
@@ -125,6 +126,12 @@
 //     and the next call's answer matches the key's state (no late reply
 //     taken for it); of Racers goroutines starting and finishing Acquire
 //     on one free key exactly one wins.
+//   - FairStarter (skipped if not implemented): started AcquireFair and
+//     ReleaseFair calls, several started before any is finished, answer
+//     as the calls they split (the head granted, the others told how
+//     many entries are ahead, a release by another token removes only
+//     its entry); a call started with a cancelled context sets nothing
+//     and its FinishFair returns an error matching context.Canceled.
 //
 // Not checked: what an adapter does with an empty key (the lockers refuse
 // one before any node sees it), the exact TTL left on a key, and how long

@@ -182,3 +182,80 @@ var starterChecks = []check{
 		}
 	}},
 }
+
+// fairStarter returns the node's FairStarter, or skips the subtest.
+func (n *node) fairStarter() redlock.FairStarter {
+	n.t.Helper()
+	n.fairQueuer()
+	s, ok := n.b.(redlock.FairStarter)
+	if !ok {
+		n.t.Skipf("%T does not implement redlock.FairStarter (optional; fair rounds then run a goroutine per node)", n.b)
+	}
+	return s
+}
+
+// finishFair is finish for a started AcquireFair.
+func (n *node) finishFair(what string, p redlock.FairPending) (ok bool, ahead int64, err error) {
+	n.t.Helper()
+	a := async(func() { ok, ahead, err = p.FinishFair() })
+	if !a.within(CallTimeout + PromptBound) {
+		a.reap(n.t, what)
+		n.t.Fatalf("%s: FinishFair did not return within %v of its deadline", what, PromptBound)
+	}
+	return ok, ahead, err
+}
+
+var fairStarterChecks = []check{
+	// Started fair calls, several started before any is finished, answer
+	// as the calls they split: the head is granted a free key, the
+	// others are told how many entries are ahead, a release by another
+	// token only removes its entry, the holder's deletes the key.
+	{"StartThenFinish", func(n *node) {
+		s := n.fairStarter()
+		key, ta, tb, tc := n.key(), token(), token(), token()
+		ctx, cancel := n.ctx()
+		defer cancel()
+		pa := s.StartAcquireFair(ctx, key, ta, longTTL, "a", 1, longTTL, 1)
+		pb := s.StartAcquireFair(ctx, key, tb, longTTL, "b", 2, longTTL, 1)
+		pc := s.StartAcquireFair(ctx, key, tc, longTTL, "c", 3, longTTL, 1)
+		for i, want := range []struct {
+			p     redlock.FairPending
+			ok    bool
+			ahead int64
+		}{{pa, true, 0}, {pb, false, 1}, {pc, false, 2}} {
+			ok, ahead, err := n.finishFair("StartAcquireFair", want.p)
+			if err != nil {
+				n.t.Fatalf("StartAcquireFair %d: unexpected error: %v", i, err)
+			}
+			if ok != want.ok || (!ok && ahead != want.ahead) {
+				n.t.Fatalf("StartAcquireFair %d = %v, %d ahead; want %v, %d ahead", i, ok, ahead, want.ok, want.ahead)
+			}
+		}
+		if ok, err := n.finish("StartReleaseFair by another token", s.StartReleaseFair(ctx, key, tc, "c", false)); err != nil || ok {
+			n.t.Fatalf("StartReleaseFair by a token that does not hold the key = %v, %v; want false, nil", ok, err)
+		}
+		n.mustQueue(key, "b", 2, longTTL, 1) // "c" left; "a" still ahead
+		if ok, err := n.finish("StartReleaseFair by the holder", s.StartReleaseFair(ctx, key, ta, "a", false)); err != nil || !ok {
+			n.t.Fatalf("StartReleaseFair by the holder = %v, %v; want true, nil", ok, err)
+		}
+		if n.isHeld(key) {
+			n.t.Fatal("the key is held after its holder's StartReleaseFair (not announced: nothing granted)")
+		}
+		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
+	}},
+	// A call whose context is done at Start sends nothing, and its
+	// FinishFair returns the context's error at once.
+	{"Canceled", func(n *node) {
+		s := n.fairStarter()
+		key := n.key()
+		ctx, cancel := context.WithCancel(n.t.Context())
+		cancel()
+		_, _, err := n.finishFair("StartAcquireFair", s.StartAcquireFair(ctx, key, token(), longTTL, "a", 1, longTTL, 1))
+		if !errors.Is(err, context.Canceled) {
+			n.t.Errorf("FinishFair of a call started with a cancelled context returned error %v, want one matching context.Canceled", err)
+		}
+		if n.isHeld(key) {
+			n.t.Fatal("StartAcquireFair with a cancelled context set the key: a caller that gave up must send nothing")
+		}
+	}},
+}

@@ -17,18 +17,58 @@ var (
 // (redlock.QueueKeys). A grant waits for the replicas WithReplicaAck, as
 // Acquire does.
 func (g *node) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
+	if g.w != nil {
+		return fairReply(scriptInt(g.w.do(ctx, acquireFairCommand(key, token, ttl, ticket, score, stay, attempt))))
+	}
 	q, exp, grants := redlock.QueueKeys(key)
 	n, wait, err := g.exec(ctx, true, acquireFairScript, 4, key, q, exp, grants, token, ttl.Milliseconds(), ticket, score, stay.Milliseconds(), attempt)
-	if err != nil {
-		return false, 0, err
-	}
-	if n != 1 {
-		return false, -n, nil
+	if ok, ahead, err := fairReply(n, err); !ok || err != nil {
+		return ok, ahead, err
 	}
 	if err := g.acked(wait); err != nil {
 		return false, 0, err // made, maybe lost in a failover: may have happened
 	}
 	return true, 0, nil
+}
+
+// fairReply is AcquireFair's answer to FairLua.Acquire's reply n: 1 if it
+// set the key, otherwise minus the number of entries ahead.
+func fairReply(n int64, err error) (bool, int64, error) {
+	switch {
+	case err != nil:
+		return false, 0, err
+	case n == 1:
+		return true, 0, nil
+	}
+	return false, -n, nil
+}
+
+// StartAcquireFair sends AcquireFair's script on the node's own connection
+// and returns at once (redlock.FairStarter).
+func (g *wireNode) StartAcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) redlock.FairPending {
+	return g.w.start(ctx, acquireFairCommand(key, token, ttl, ticket, score, stay, attempt))
+}
+
+// StartReleaseFair sends ReleaseFair's script on the node's own
+// connection and returns at once (redlock.FairStarter).
+func (g *wireNode) StartReleaseFair(ctx context.Context, key, token, ticket string, announce bool) redlock.Pending {
+	return g.w.start(ctx, releaseFairCommand(key, token, ticket, announce, "1"))
+}
+
+func acquireFairCommand(key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) command {
+	return command{op: opScript, s: &acquireFairScript, queued: true, key: key, token: token, n: ttl.Milliseconds(),
+		ticket: ticket, score: score, stay: stay.Milliseconds(), attempt: attempt}
+}
+
+// releaseFairCommand is FairLua.Release on the node's own connection, with
+// the grant flag of a node without WithReplicaAck (which has no such
+// connection).
+func releaseFairCommand(key, token, ticket string, announce bool, publish string) command {
+	flag := "0"
+	if announce {
+		flag = publish
+	}
+	return command{op: opScript, s: &releaseFairScript, queued: true, key: key, token: token, flag: flag, ticket: ticket, grant: "1"}
 }
 
 // LeaveQueue runs redlock.FairLua.Release without a token, announcing
@@ -44,6 +84,10 @@ func (g *node) ReleaseFair(ctx context.Context, key, token, ticket string, annou
 }
 
 func (g *node) releaseFair(ctx context.Context, key, token, ticket string, announce bool, publish string) (bool, error) {
+	if g.w != nil {
+		kind, n, err := g.w.do(ctx, releaseFairCommand(key, token, ticket, announce, publish))
+		return replyBool(opScript, kind, n, err)
+	}
 	flag := "0"
 	if announce {
 		flag = publish

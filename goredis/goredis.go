@@ -160,6 +160,10 @@ import (
 // back wait for their grant; the pub/sub connection is kept"). Close
 // closes it too; a parked connection the server closed meanwhile is
 // dialled again by go-redis for the next waiter.
+//
+// The node's own connection carries the fair scripts too (AcquireFair,
+// ReleaseFair, LeaveQueue), and the node is a redlock.FairStarter, so
+// that a fair Lock call's rounds need no goroutine per node either.
 func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	if isNil(c) {
 		return nil, fmt.Errorf("%w: goredis.New: nil client", redlock.ErrInvalid)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -117,8 +118,14 @@ type op uint8
 
 const (
 	opSet    op = iota // SET key token PX n NX
-	opScript           // EVALSHA (or EVAL) of s: 1 key, or 2 (key, key:fence) with fenced
+	opScript           // EVALSHA (or EVAL) of s: 1 key, or 2 (key, key:fence) with fenced, or 4 (key, its queue keys) with queued
 )
+
+// The suffixes of a key's queue keys (redlock.QueueKeys).
+var queueSuffixes = func() [3]string {
+	q, exp, grants := redlock.QueueKeys("")
+	return [3]string{q, exp, grants}
+}()
 
 // command is one hot command, encoded without allocating.
 type command struct {
@@ -126,11 +133,18 @@ type command struct {
 	s      *script
 	eval   bool // EVAL with the source: after a NOSCRIPT
 	fenced bool // KEYS are key and key + fenceSuffix
+	queued bool // KEYS are key and its queue keys (the fair scripts, below)
 	key    string
 	token  string
 	next   string // Transfer's new token, after token; "" for none
 	flag   string // Release's announce flag; "" when n is the last argument
 	n      int64  // TTL in ms, or a fence
+	// The fair scripts' other arguments (queued): FairLua.Acquire's
+	// (token, n as the TTL, then ticket, score, stay, attempt), or, with
+	// flag set, FairLua.Release's (token, flag, ticket, grant).
+	ticket               string
+	grant                string
+	score, stay, attempt int64
 }
 
 // encode appends c; a script as EVAL with its source when eval is set,
@@ -146,8 +160,13 @@ func (c *command) encode(b []byte, eval bool) []byte {
 		return appendBulk(b, "NX")
 	}
 	n := 6
-	if c.fenced {
+	switch {
+	case c.fenced:
 		n = 7
+	case c.queued && c.flag != "":
+		n = 11
+	case c.queued:
+		n = 13
 	}
 	if c.next != "" {
 		n++
@@ -163,17 +182,30 @@ func (c *command) encode(b []byte, eval bool) []byte {
 	if c.fenced {
 		b = appendBulk(b, "2")
 		b = appendBulk(b, c.key)
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(c.key)+len(fenceSuffix)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, c.key...)
-		b = append(b, fenceSuffix...)
-		b = append(b, '\r', '\n')
+		b = appendBulkSuffixed(b, c.key, fenceSuffix)
+	} else if c.queued {
+		b = appendBulk(b, "4")
+		b = appendBulk(b, c.key)
+		for _, suffix := range queueSuffixes {
+			b = appendBulkSuffixed(b, c.key, suffix)
+		}
 	} else {
 		b = appendBulk(b, "1")
 		b = appendBulk(b, c.key)
 	}
 	b = appendBulk(b, c.token)
+	if c.queued {
+		if c.flag != "" {
+			b = appendBulk(b, c.flag)
+			b = appendBulk(b, c.ticket)
+			return appendBulk(b, c.grant)
+		}
+		b = appendBulkInt(b, c.n)
+		b = appendBulk(b, c.ticket)
+		b = appendBulkInt(b, c.score)
+		b = appendBulkInt(b, c.stay)
+		return appendBulkInt(b, c.attempt)
+	}
 	if c.next != "" {
 		b = appendBulk(b, c.next)
 	}
@@ -181,6 +213,16 @@ func (c *command) encode(b []byte, eval bool) []byte {
 		return appendBulk(b, c.flag)
 	}
 	return appendBulkInt(b, c.n)
+}
+
+// appendBulkSuffixed appends key + suffix as one argument.
+func appendBulkSuffixed(b []byte, key, suffix string) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(key)+len(suffix)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, key...)
+	b = append(b, suffix...)
+	return append(b, '\r', '\n')
 }
 
 // wcall is one caller's command on the wire, and the redlock.Pending of a
@@ -659,11 +701,19 @@ func opName(o op) string {
 	return "a script"
 }
 
-// Finish is redlock.Pending's: the reply of a started Acquire, Release or
-// Extend (wireNode).
+// Finish is redlock.Pending's: the reply of a started Acquire, Release,
+// Extend, Transfer or ReleaseFair (wireNode).
 func (c *wcall) Finish() (bool, error) {
 	w, ctx, cmd := c.w, c.ctx, c.cmd
 	kind, n, err := c.finish()
 	kind, n, err = w.noScript(ctx, cmd, kind, n, err)
 	return replyBool(cmd.op, kind, n, err)
+}
+
+// FinishFair is redlock.FairPending's: the reply of a started
+// AcquireFair (wireNode).
+func (c *wcall) FinishFair() (bool, int64, error) {
+	w, ctx, cmd := c.w, c.ctx, c.cmd
+	kind, n, err := c.finish()
+	return fairReply(scriptInt(w.noScript(ctx, cmd, kind, n, err)))
 }
