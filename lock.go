@@ -230,6 +230,9 @@ func detached(ctx context.Context) context.Context {
 
 func (l *Lock) release(ctx context.Context, until time.Time) error {
 	r := l.scope().releaseAll(ctx, l.token)
+	if l.keys == nil && l.slot == -1 && everyNodeAnswered(r) {
+		l.cfg.lines.releasedAll(l.key, l.token)
+	}
 	if late := l.cfg.clock.Now().Sub(until); late > 0 {
 		return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
 	}

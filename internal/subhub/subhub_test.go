@@ -212,3 +212,56 @@ func TestSeveralChannels(t *testing.T) {
 	assert.Nil(t, h.Current(), "the failed call left every channel: the Sub closed")
 	assert.Equal(t, int32(1), conn2.closed.Load())
 }
+
+// TestAdoptedChannels: a connection that comes subscribed (AdoptLocked)
+// has a waiter of one of its channels subscribed at once, with no write;
+// its other channels are unsubscribed; SubscribedLocked tells confirmed
+// channels from those still awaiting their pong, and a lost connection
+// has none.
+func TestAdoptedChannels(t *testing.T) {
+	var h Hub
+	conn := &fakeConn{}
+	heard := make(chan string, 8)
+	stop, err := h.Notify(t.Context(), []string{"a"}, func(p string) { heard <- p }, func(s *Sub) Conn {
+		conn.sub = s
+		s.AdoptLocked([]string{"a", "old"})
+		return conn
+	})
+	require.NoError(t, err, "a: subscribed at once")
+	p := kicked(t, &h)
+	assert.Equal(t, Plan{Unsubscribe: []string{"old"}}, p, "no SUBSCRIBE and no PING; the channel nobody waits for is left")
+	locked(&h, func(s *Sub) { s.DispatchLocked("a", "tok") })
+	assert.Equal(t, "tok", <-heard)
+
+	gotB := notifyAsync(&h, t.Context(), "b", func(string) {}, conn)
+	p = kicked(t, &h)
+	assert.Equal(t, Plan{Subscribe: []string{"b"}, Ping: 1}, p)
+	locked(&h, func(s *Sub) {
+		confirmed, unconfirmed := s.SubscribedLocked()
+		assert.Equal(t, []string{"a"}, confirmed)
+		assert.Equal(t, []string{"b"}, unconfirmed)
+		s.PongLocked(1)
+		confirmed, unconfirmed = s.SubscribedLocked()
+		slices.Sort(confirmed)
+		assert.Equal(t, []string{"a", "b"}, confirmed)
+		assert.Empty(t, unconfirmed)
+	})
+	b := <-gotB
+	require.NoError(t, b.err)
+
+	// A channel unsubscribed is not adoptable; a lost connection has
+	// nothing subscribed.
+	b.stop()
+	locked(&h, func(s *Sub) {
+		p = s.PlanLocked()
+		confirmed, _ := s.SubscribedLocked()
+		assert.Equal(t, []string{"a"}, confirmed)
+		s.LostLocked()
+		confirmed, unconfirmed := s.SubscribedLocked()
+		assert.Empty(t, confirmed)
+		assert.Empty(t, unconfirmed)
+	})
+	assert.Equal(t, []string{"b"}, p.Unsubscribe)
+	stop()
+	assert.Equal(t, int32(1), conn.closed.Load())
+}
