@@ -59,13 +59,16 @@ end
 if granted then
 	redis.call("set", KEYS[1], ARGV[1], "px", ARGV[2])
 end
--- The queue outlives no entry: its keys expire with the latest one.
--- Each is checked on its own: one written by an older version of this
--- script, or created by this call under a queue that lives longer, must
--- not be left without an expiry.
+-- The queue outlives no entry: its keys expire after the latest one,
+-- within twice its stay. An expiry moved only when it would come before
+-- the entry's (to twice the stay, so that the calls of the next stay
+-- need not move it again: a PEXPIRE per key and call was a good part of
+-- this script's cost). Each key is checked on its own: one written by an
+-- older version of this script, or created by this call under a queue
+-- that lives longer, must not be left without an expiry.
 for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
 	if redis.call("pttl", k) < stay then
-		redis.call("pexpire", k, stay)
+		redis.call("pexpire", k, 2 * stay)
 	end
 end
 if granted then

@@ -24,15 +24,18 @@
 -- The grant, or the name, goes to the head's locker's channel when its
 -- ticket begins with a locker's id and "." (the key's channel, followed
 -- by ":" and the id), so that only the process it runs in hears it.
-local grants = redis.call("hget", KEYS[4], ARGV[3])
+local held = redis.call("get", KEYS[1])
+local mine = held and held == ARGV[1]
+local grants = nil
+if held and not mine then -- the entry's grant is looked at only then
+	grants = redis.call("hget", KEYS[4], ARGV[3])
+end
 redis.call("zrem", KEYS[2], ARGV[3])
 redis.call("zrem", KEYS[3], ARGV[3])
 redis.call("hdel", KEYS[4], ARGV[3])
-local held = redis.call("get", KEYS[1])
 if not held then
 	return 0
 end
-local mine = held == ARGV[1]
 -- A grant is "TTL attempt token" (acquire_fair.lua).
 local function granted(g)
 	local sp1 = string.find(g, " ", 1, true)
