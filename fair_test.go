@@ -56,13 +56,15 @@ func queueLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Re
 // was answered by every node (so it is queued there).
 func queued(t *testing.T, ctx context.Context, rl *redlock.Redlock, ns []*fakenode.Node, key string) <-chan lockResult {
 	t.Helper()
-	before := calls(ns, fakenode.AcquireFair)
+	before := answered(ns, fakenode.AcquireFair)
 	ch := make(chan lockResult, 1)
 	go func() {
 		l, err := rl.Lock(ctx, key)
 		ch <- lockResult{l, err}
 	}()
-	testwait.Until(t, "the waiter is queued on every node", func() bool { return calls(ns, fakenode.AcquireFair) >= before+len(ns) })
+	// Answered, not only sent: an attempt still on its way could reach a
+	// node after the holder's release there, and take the key.
+	testwait.Until(t, "the waiter is queued on every node", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
 	return ch
 }
 

@@ -61,6 +61,15 @@ func calls(ns []*fakenode.Node, op fakenode.Op) int {
 	return n
 }
 
+// answered is calls for the calls that returned (fakenode.Node.Answered).
+func answered(ns []*fakenode.Node, op fakenode.Op) int {
+	n := 0
+	for _, f := range ns {
+		n += f.Answered(op)
+	}
+	return n
+}
+
 // free reports whether key is free on every node: a Reject Lock on each
 // node alone succeeds.
 func free(t *testing.T, ns []*fakenode.Node, key string) bool {

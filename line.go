@@ -57,9 +57,9 @@ type lines struct {
 	// records are dropped.
 	own     map[string]ownLock
 	sweepAt int
-	// released: by key, the token of the last lock of the key that the
-	// locker released on every node (Unlock's round over, each node
-	// answered). A waiter that starts after it ignores that release's
+	// released: by key, the token of the last lock of the key, taken by a
+	// call that waited (Lock.watched), that the locker released on every
+	// node (Unlock's round over, each node answered). A waiter that starts after it ignores that release's
 	// announcements (notify.go, watchReleases): its own attempts see the
 	// key as the release left it, and a pub/sub connection parked still
 	// subscribed (goredis) delivers the announcement only when the waiter

@@ -61,9 +61,9 @@ import (
 // Only announcements wake: an attempt's own outcome never does (a round
 // whose validity ran out leaves every node free, and waking on that would
 // spin), and announcements carrying one of the waiter's own tokens (its
-// rollbacks), or the token of its locker's last release of the key that
-// every node answered before the waiter began (lines.released), are
-// ignored. So the attempts a Lock makes are bounded by its
+// rollbacks), or the token of its locker's last release of the key (of
+// a lock a waiting call took) that every node answered before the waiter
+// began (lines.released), are ignored. So the attempts a Lock makes are bounded by its
 // strategy plus the releases of others. Announcements that arrive during
 // an attempt are kept and weighed when it ends.
 //

@@ -64,10 +64,11 @@ type Node struct {
 	mu     sync.Mutex
 	hook   Hook
 	counts map[Op]int
+	done   map[Op]int
 }
 
 // Wrap returns a Node over b, with no hook.
-func Wrap(b redlock.Backend) *Node { return &Node{inner: b, counts: map[Op]int{}} }
+func Wrap(b redlock.Backend) *Node { return &Node{inner: b, counts: map[Op]int{}, done: map[Op]int{}} }
 
 // WrapAll wraps every node of bs, returning the wrapped list for the
 // lockers and the Nodes for the test.
@@ -108,15 +109,29 @@ func (n *Node) Calls(op Op) int {
 	return n.counts[op]
 }
 
+// Answered returns how many calls of op returned to their caller: a
+// call counted by Calls may still be on its way to the node.
+func (n *Node) Answered(op Op) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.done[op]
+}
+
 func (n *Node) call(ctx context.Context, c Call) Result {
 	n.mu.Lock()
 	n.counts[c.Op]++
 	h := n.hook
 	n.mu.Unlock()
+	var r Result
 	if h == nil {
-		return c.Send(ctx)
+		r = c.Send(ctx)
+	} else {
+		r = h(ctx, c)
 	}
-	return h(ctx, c)
+	n.mu.Lock()
+	n.done[c.Op]++
+	n.mu.Unlock()
+	return r
 }
 
 // Name is the wrapped node's.
