@@ -153,18 +153,13 @@ import (
 // it when nodes come and go during the process's life).
 //
 // Such a node also keeps its pub/sub connection when the last waiter
-// leaves: it parks it, unread and with no goroutine, for the next waiter,
-// whom it saves a dial and a greeting (with several processes taking
-// turns on a key, each Lock call that waits would otherwise dial every
-// node; BENCHMARKS.md, "Waiters far back wait for their grant; the
-// pub/sub connection is kept"). Parked, it stays subscribed to the last
-// waiter's channels (at most four) for 250 ms, then unsubscribes: a
-// waiter on one of them meanwhile is subscribed at once, without a
-// SUBSCRIBE, its PING or the UNSUBSCRIBE after (BENCHMARKS.md, "Fair
-// rounds on the node's own connection; subscriptions kept while
-// parked"). Close closes it too; a parked connection the server closed
-// meanwhile is dialled again by go-redis for the next waiter, who is
-// woken with "" (a release may have been missed) once it is.
+// leaves: it unsubscribes every channel and parks it, unread and with no
+// goroutine, for the next waiter, whom it saves a dial and a greeting
+// (with several processes taking turns on a key, each Lock call that
+// waits would otherwise dial every node; BENCHMARKS.md, "Waiters far
+// back wait for their grant; the pub/sub connection is kept"). Close
+// closes it too; a parked connection the server closed meanwhile is
+// dialled again by go-redis for the next waiter.
 //
 // The node's own connection carries the fair scripts too (AcquireFair,
 // ReleaseFair, LeaveQueue), and the node is a redlock.FairStarter, so

@@ -20,8 +20,8 @@ import (
 // them within subscribeTimeout, so an idle backend holds no goroutine. It
 // closes the connection too, unless the hub keeps it (keep: a node with
 // a connection of its own, which has a Close): then the connection is
-// parked for the next waiter, still subscribed to a few channels for a
-// while (see "Parking without unsubscribing" and subscription.Close). The zero hub is ready. The bookkeeping (which
+// parked, subscribed to nothing, for the next waiter (see
+// subscription.Close). The zero hub is ready. The bookkeeping (which
 // channels have waiters, which are subscribed, which await a numbered
 // PING, dispatch) is package internal/subhub's, shared with the rueidis
 // adapter; this file is the go-redis glue.
@@ -75,98 +75,31 @@ type hub struct {
 	// keep has the last waiter park the connection instead of closing
 	// it (see subscription.Close): set for a node with a connection of
 	// its own, whose Close closes the parked one too.
-	keep      bool
-	idleMu    sync.Mutex
-	idle      pubSub      // parked: no reply pending, no goroutine reading it; nil if none
-	idleChans []string    // the channels idle is still subscribed to (confirmed)
-	tidying   *time.Timer // unsubscribes idleChans after parkLinger
-	closed    bool        // the node was closed: nothing is parked any more
+	keep   bool
+	idleMu sync.Mutex
+	idle   pubSub // parked: subscribed to nothing, no reply pending; nil if none
+	closed bool   // the node was closed: nothing is parked any more
 }
 
-// Parking without unsubscribing. The next wait of a process is most often
-// on the key it waited on last (a worker that hands a lock on and asks for
-// it again), so the last waiter parks the connection still subscribed to
-// a few channels (at most maxStanding), and a waiter of one of them is
-// subscribed at once: no SUBSCRIBE, no PING, no UNSUBSCRIBE, which per
-// wait and node are three commands of four. Whatever the node publishes
-// on them meanwhile waits, unread, in the connection's buffers; the next
-// waiter's receiver reads it first (a stale wake-up at most: every waiter
-// checks what a payload names). So that this cannot pile up, a connection
-// parked subscribed is unsubscribed after parkLinger if nobody took it
-// (tidy, on the timer's goroutine, bounded by subscribeTimeout).
-const (
-	maxStanding = 4
-	parkLinger  = 250 * time.Millisecond
-)
-
-// take returns the parked connection, if any, with the channels it is
-// still subscribed to, and unparks it.
-func (h *hub) take() (pubSub, []string) {
+// take returns the parked connection, if any, and unparks it.
+func (h *hub) take() pubSub {
 	h.idleMu.Lock()
 	defer h.idleMu.Unlock()
-	ps, chans := h.idle, h.idleChans
-	h.idle, h.idleChans = nil, nil
-	if h.tidying != nil {
-		h.tidying.Stop() // or it runs, and finds nothing parked, or another connection
-		h.tidying = nil
-	}
-	return ps, chans
+	ps := h.idle
+	h.idle = nil
+	return ps
 }
 
-// put parks ps, subscribed to chans (confirmed, and nothing else); false
-// if the node was closed or a connection is parked already (the caller
-// closes ps).
-func (h *hub) put(ps pubSub, chans []string) bool {
+// put parks ps; false if the node was closed or a connection is parked
+// already (the caller closes ps).
+func (h *hub) put(ps pubSub) bool {
 	h.idleMu.Lock()
 	defer h.idleMu.Unlock()
 	if h.closed || h.idle != nil {
 		return false
 	}
-	h.idle, h.idleChans = ps, chans
-	if len(chans) > 0 {
-		h.tidying = time.AfterFunc(parkLinger, func() { h.tidy(ps) })
-	}
+	h.idle = ps
 	return true
-}
-
-// tidy unsubscribes the parked connection ps from every channel, if it is
-// still parked, and parks it again subscribed to nothing; it closes it if
-// that fails or takes longer than subscribeTimeout.
-func (h *hub) tidy(ps pubSub) {
-	h.idleMu.Lock()
-	if h.idle != ps || len(h.idleChans) == 0 {
-		h.idleMu.Unlock()
-		return // taken meanwhile (and maybe parked again), or the node closed
-	}
-	h.idle, h.idleChans, h.tidying = nil, nil, nil
-	h.idleMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	defer cancel()
-	if drain(ctx, ps) == nil && h.put(ps, nil) {
-		return
-	}
-	_ = ps.Close()
-}
-
-// drain, on a connection no goroutine reads, unsubscribes every channel
-// and PINGs, and reads until that PING's pong: after it the connection is
-// subscribed to nothing and owes no reply.
-func drain(ctx context.Context, ps pubSub) error {
-	if err := ps.Unsubscribe(ctx); err != nil {
-		return err
-	}
-	if err := ps.Ping(ctx, parkPing); err != nil {
-		return err
-	}
-	for {
-		msg, err := ps.Receive(ctx)
-		if err != nil {
-			return err
-		}
-		if p, ok := msg.(*redis.Pong); ok && p.Payload == parkPing {
-			return nil
-		}
-	}
 }
 
 // close closes the parked connection, and any parked later; the node's
@@ -174,11 +107,7 @@ func drain(ctx context.Context, ps pubSub) error {
 func (h *hub) close() error {
 	h.idleMu.Lock()
 	ps := h.idle
-	h.idle, h.idleChans, h.closed = nil, nil, true
-	if h.tidying != nil {
-		h.tidying.Stop()
-		h.tidying = nil
-	}
+	h.idle, h.closed = nil, true
 	h.idleMu.Unlock()
 	if ps == nil {
 		return nil
@@ -221,11 +150,9 @@ type subscription struct {
 	reload func()          // has a cluster client reload its slot map; nil otherwise
 	ctx    context.Context // the goroutines', cancelled with the last waiter
 	cancel context.CancelFunc
-	// park, when set, takes the connection back, with the channels it is
-	// still subscribed to (hub.put): the last waiter parks it instead of
-	// closing it.
-	park     func(pubSub, []string) bool
-	mu       sync.Locker   // the hub's core mutex
+	// park, when set, takes the connection back once it subscribes to
+	// nothing (hub.put): the last waiter parks it instead of closing it.
+	park     func(pubSub) bool
 	written  chan struct{} // closed when the writer returned
 	received chan struct{} // closed when the receiver returned
 	drained  bool          // the receiver read the park PING's pong (read once received is closed)
@@ -285,14 +212,13 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub
 		}
 		return ps
 	}
-	ps, standing := h.take()
+	ps := h.take()
 	unparked := ps != nil
 	if ps == nil {
 		ps = open()
 	}
-	sub.AdoptLocked(standing)
 	s := &subscription{Sub: sub, ps: ps, open: open, reload: reloadSlots(c), ctx: rctx, cancel: cancel,
-		written: make(chan struct{}), received: make(chan struct{}), unparked: unparked, mu: &h.core}
+		written: make(chan struct{}), received: make(chan struct{}), unparked: unparked}
 	if h.sharded {
 		s.dialled = make(chan struct{})
 	}
@@ -315,15 +241,13 @@ func (h *hub) open(ctx context.Context, c redis.UniversalClient, sub *subhub.Sub
 // ends within subscribeTimeout.
 //
 // A hub that keeps its connection (hub.keep) parks it instead, on that
-// goroutine too: once the writer returned, it unsubscribes the channels
-// it may not keep (those whose SUBSCRIBE is not confirmed yet, or all of
-// them beyond maxStanding) and PINGs; the receiver, reading that PING's
-// pong, has read every reply the connection owed and returns, and the
-// connection, owing nothing, waits unread for the hub's next waiter
-// (hub.take), which saves it a dial and a greeting, and, on a channel it
-// kept, the subscription. If any of that fails, or takes longer than
-// subscribeTimeout, the connection is closed as above. The goroutine then
-// ends within twice subscribeTimeout.
+// goroutine too: once the writer returned, it unsubscribes every channel
+// and PINGs; the receiver, reading that PING's pong, has read every reply
+// the connection owed and returns, and the connection, subscribed to
+// nothing and owing nothing, waits unread for the hub's next waiter
+// (hub.take), which saves it a dial and a greeting. If any of that fails,
+// or takes longer than subscribeTimeout, the connection is closed as
+// above. The goroutine then ends within twice subscribeTimeout.
 func (s *subscription) Close() {
 	if s.park != nil {
 		go s.parkOrClose()
@@ -354,24 +278,14 @@ func (s *subscription) parkOrClose() {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
 	ps := s.pubSub()
-	s.mu.Lock()
-	standing, pending := s.SubscribedLocked()
-	s.mu.Unlock()
-	var err error
-	switch {
-	case len(standing) > maxStanding:
-		standing = nil
-		err = ps.Unsubscribe(ctx) // every channel
-	case len(pending) > 0: // not known to be subscribed: not adoptable
-		err = ps.Unsubscribe(ctx, pending...)
-	}
+	err := ps.Unsubscribe(ctx) // every channel
 	if err == nil {
 		err = ps.Ping(ctx, parkPing)
 	}
 	if err == nil {
 		select {
 		case <-s.received: // with the pong, or after an error
-			if s.drained && s.park(ps, standing) {
+			if s.drained && s.park(ps) {
 				return
 			}
 		case <-ctx.Done():

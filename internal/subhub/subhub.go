@@ -61,7 +61,6 @@ type Sub struct {
 	conn     Conn
 	channels map[string]*channel // the channels that have waiters
 	written  map[string]bool     // SUBSCRIBEd, as last written
-	standing map[string]bool     // written and confirmed on this connection, not unsubscribed since
 	refused  map[string]bool     // SUBSCRIBEd, but the node may have refused it
 	waiters  int
 	pings    uint64 // the number of the last PING planned
@@ -96,41 +95,24 @@ func (h *Hub) Notify(ctx context.Context, names []string, released func(string),
 		return nil, err
 	}
 	h.mu.Lock()
-	fresh, started := false, false
 	if h.sub == nil {
 		h.sub = &Sub{Closing: make(chan struct{}), Kick: make(chan struct{}, 1),
-			channels: map[string]*channel{}, written: map[string]bool{}, standing: map[string]bool{}, refused: map[string]bool{}}
+			channels: map[string]*channel{}, written: map[string]bool{}, refused: map[string]bool{}}
 		h.sub.conn = start(h.sub)
-		started = true
 	}
 	s := h.sub
 	s.waiters++
+	fresh := false
 	mine := make([]*listener, len(names))
 	for i, name := range names {
 		ch := s.channels[name]
 		if ch == nil {
+			fresh = true
 			ch = &channel{active: make(chan struct{}), waiters: map[*listener]struct{}{}}
-			if s.standing[name] {
-				// Subscribed already, and confirmed: every release from
-				// now on reaches this connection.
-				ch.ok = true
-				close(ch.active)
-			} else {
-				fresh = true
-			}
 			s.channels[name] = ch
 		}
 		mine[i] = &listener{released: released, ch: ch}
 		ch.waiters[mine[i]] = struct{}{}
-	}
-	if started {
-		// The connection may come subscribed (AdoptLocked): the writer
-		// unsubscribes what nobody waits for.
-		for name := range s.written {
-			if s.channels[name] == nil {
-				fresh = true
-			}
-		}
 	}
 	h.mu.Unlock()
 	if fresh {
@@ -230,7 +212,6 @@ func (s *Sub) PlanLocked() Plan {
 	for name := range s.written {
 		if s.channels[name] == nil {
 			delete(s.written, name)
-			delete(s.standing, name)
 			p.Unsubscribe = append(p.Unsubscribe, name)
 		}
 	}
@@ -268,11 +249,6 @@ func (s *Sub) PongLocked(seq uint64) {
 		if !ch.ok && ch.ping != 0 && ch.ping <= seq {
 			ch.ok = true
 			close(ch.active)
-		}
-	}
-	for name, ch := range s.channels {
-		if ch.ok && s.written[name] {
-			s.standing[name] = true
 		}
 	}
 }
@@ -323,7 +299,6 @@ func (s *Sub) ResyncLocked() { s.resync, s.resyncAt = true, 0 }
 // told, once resubscribed, that a release may have been missed.
 func (s *Sub) LostLocked() {
 	clear(s.written)
-	clear(s.standing)
 	for _, ch := range s.channels {
 		if !ch.ok {
 			ch.ping = 0 // its PING went to the old connection
@@ -347,32 +322,4 @@ func (s *Sub) DispatchLocked(channel, payload string) {
 // written when it planned it).
 func (s *Sub) DroppedLocked(channel string) bool {
 	return s.channels[channel] != nil && s.written[channel]
-}
-
-// SubscribedLocked returns the channels subscribed on the connection:
-// confirmed, by a pong, and not unsubscribed since (what a connection
-// parked without unsubscribing them is still subscribed to, AdoptLocked),
-// and written but not yet confirmed.
-func (s *Sub) SubscribedLocked() (confirmed, pending []string) {
-	for name := range s.written {
-		if s.standing[name] {
-			confirmed = append(confirmed, name)
-		} else {
-			pending = append(pending, name)
-		}
-	}
-	return confirmed, pending
-}
-
-// AdoptLocked, called by start for a connection that comes subscribed to
-// names (SubscribedLocked's confirmed ones of the Sub it was parked by, and nothing
-// unsubscribed since), records them as written and confirmed: a waiter
-// of one of them is subscribed at once, without a write; the writer
-// unsubscribes the others. If the connection was dropped meanwhile, the
-// receiver's error starts a resynchronisation as for any drop.
-func (s *Sub) AdoptLocked(names []string) {
-	for _, name := range names {
-		s.written[name] = true
-		s.standing[name] = true
-	}
 }
