@@ -262,6 +262,50 @@ func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string)
 	return f.counted(b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt))
 }
 
+// splits: a fair call's rounds (its attempts, and plain rollbacks) run as
+// started calls over nodes that are all FairStarters (scope.split).
+func (*fairKey) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
+
+// splits: so do the release and extend of a lock taken through the queue.
+func (fairHeld) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
+
+func fairSplits(op string, nodes []Backend) bool {
+	if op != "acquire" && op != "release" && op != "extend" {
+		return false
+	}
+	for _, b := range nodes {
+		if _, ok := b.(FairStarter); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// AcquireFair starts the node's AcquireFair; split allows it only over
+// FairStarters. Its answer, known at finish, goes through the fairKey's
+// count (fairKey.counted) there.
+func (d *starting) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
+	d.fp = d.Backend.(FairStarter).StartAcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
+	return false, 0, nil
+}
+
+// ReleaseFair starts the node's ReleaseFair; split allows it only over
+// FairStarters.
+func (d *starting) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
+	d.p = d.Backend.(FairStarter).StartReleaseFair(ctx, key, token, ticket, announce)
+	return false, nil
+}
+
+// LeaveQueue and NotifyGrants, never in a split round, go to the node:
+// with them the stand-in is a FairQueuer, as its node.
+func (d *starting) LeaveQueue(ctx context.Context, key, ticket string) error {
+	return d.Backend.(FairQueuer).LeaveQueue(ctx, key, ticket)
+}
+
+func (d *starting) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
+	return d.Backend.(FairQueuer).NotifyGrants(ctx, key, locker, granted)
+}
+
 // counted returns a node's answer to an attempt, counting the node in
 // behind if it found two entries or more ahead (a started call's answer
 // comes at its finish: fanOutStarted).

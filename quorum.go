@@ -108,20 +108,14 @@ func (s scope) record(ctx context.Context, op string, refused error, errs []erro
 // split reports whether a round of op can run as started calls: a
 // single-key acquire (not fenced), release or extend, over nodes that are
 // all Starters, or a transfer over nodes that are all TransferStarters
-// too, or a fair call's acquire, release (its rollbacks, plain) or extend,
-// or the release or extend of its lock, over nodes that are all
-// FairStarters too.
+// too; or a round of another target that says it splits (a splitter:
+// a fair call's, fair.go), over Starters too.
 func (s scope) split(op string) bool {
-	switch s.what.(type) {
+	switch w := s.what.(type) {
 	case oneKey:
-	case *fairKey, fairHeld:
-		if op != "acquire" && op != "release" && op != "extend" {
+	case splitter:
+		if !w.splits(op, s.nodes) {
 			return false
-		}
-		for _, b := range s.nodes {
-			if _, ok := b.(FairStarter); !ok {
-				return false
-			}
 		}
 	default:
 		return false
@@ -147,6 +141,19 @@ func (s scope) split(op string) bool {
 		}
 	}
 	return true
+}
+
+// splitter is a target other than oneKey whose rounds of op over nodes
+// can run as started calls (their Starter calls, or calls of its own that
+// it starts on the stand-in, see starting).
+type splitter interface {
+	splits(op string, nodes []Backend) bool
+}
+
+// aheadCounter is a splitter whose started AcquireFair calls (starting.fp)
+// answer through it at finish, as its acquire would.
+type aheadCounter interface {
+	counted(ok bool, ahead int64, err error) (bool, error)
 }
 
 // fanOutStarted is fanOut over Starters, without a goroutine: it starts
@@ -176,8 +183,8 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 		switch {
 		case d.p != nil:
 			d.ok, d.err = d.p.Finish()
-		case d.fp != nil: // split allows it for a *fairKey only
-			d.ok, d.err = s.what.(*fairKey).counted(d.fp.FinishFair())
+		case d.fp != nil: // split allows it for an aheadCounter only
+			d.ok, d.err = s.what.(aheadCounter).counted(d.fp.FinishFair())
 		}
 		s.record(ctx, op, refused, errs, i, d.start, d.ok, d.err)
 	}
@@ -187,9 +194,9 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 }
 
 // starting stands in for a node during a started round (fanOutStarted):
-// its Acquire, Release, Extend, Transfer, AcquireFair and ReleaseFair
-// start the node's call and keep the Pending; whatever else the round's
-// call asks of it goes to the node.
+// its Acquire, Release, Extend and Transfer, and the fair calls of
+// fair.go, start the node's call and keep the Pending; whatever else the
+// round's call asks of it goes to the node.
 type starting struct {
 	Backend
 	st    Starter
@@ -222,31 +229,6 @@ func (d *starting) Extend(ctx context.Context, key, token string, ttl time.Durat
 func (d *starting) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
 	d.p = d.Backend.(TransferStarter).StartTransfer(ctx, key, oldToken, newToken, ttl)
 	return false, nil
-}
-
-// AcquireFair starts the node's AcquireFair; split allows it only over
-// FairStarters. Its answer, known at finish, goes through the fairKey's
-// count (fairKey.counted) there.
-func (d *starting) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
-	d.fp = d.Backend.(FairStarter).StartAcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
-	return false, 0, nil
-}
-
-// ReleaseFair starts the node's ReleaseFair; split allows it only over
-// FairStarters.
-func (d *starting) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
-	d.p = d.Backend.(FairStarter).StartReleaseFair(ctx, key, token, ticket, announce)
-	return false, nil
-}
-
-// LeaveQueue and NotifyGrants, never in a split round, go to the node:
-// with them the stand-in is a FairQueuer, as its node.
-func (d *starting) LeaveQueue(ctx context.Context, key, ticket string) error {
-	return d.Backend.(FairQueuer).LeaveQueue(ctx, key, ticket)
-}
-
-func (d *starting) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
-	return d.Backend.(FairQueuer).NotifyGrants(ctx, key, locker, granted)
 }
 
 // quorumError describes a round that did not grant op.

@@ -90,6 +90,19 @@ func startingNodes(t *testing.T, n int) ([]*startingNode, []redlock.Backend, *jo
 	return sn, bs, j
 }
 
+// startedThenFinished is the journal of a round of op over sn that starts
+// every node's call, then finishes each in turn.
+func startedThenFinished(sn []*startingNode, op string) []string {
+	var j []string
+	for _, n := range sn {
+		j = append(j, "start "+op+" "+n.Name())
+	}
+	for _, n := range sn {
+		j = append(j, "finish "+n.Name())
+	}
+	return j
+}
+
 // tryLock makes one attempt.
 func tryLock(ctx context.Context, rl *redlock.Redlock, key string) (*redlock.Lock, error) {
 	return rl.Lock(ctx, key, redlock.WithStrategy(redlock.Reject()))
@@ -110,11 +123,7 @@ func TestRoundsOverStartersStartEveryNodeFirst(t *testing.T) {
 	ctx := t.Context()
 	l, err := tryLock(ctx, rl, "k")
 	require.NoError(t, err)
-	name := func(i int) string { return sn[i].Name() }
-	want := func(op string) []string {
-		return []string{"start " + op + " " + name(0), "start " + op + " " + name(1), "start " + op + " " + name(2),
-			"finish " + name(0), "finish " + name(1), "finish " + name(2)}
-	}
+	want := func(op string) []string { return startedThenFinished(sn, op) }
 	assert.Equal(t, want("acquire"), j.take())
 	require.NoError(t, l.Extend(ctx, time.Minute))
 	assert.Equal(t, want("extend"), j.take())
@@ -171,9 +180,7 @@ func TestTransferRoundOverTransferStartersStartsEveryNodeFirst(t *testing.T) {
 	require.Equal(t, 1, redlock.InLine(rl, "k"))
 	j.take()
 	require.NoError(t, l.Unlock(ctx))
-	name := func(i int) string { return sn[i].Name() }
-	assert.Equal(t, []string{"start transfer " + name(0), "start transfer " + name(1), "start transfer " + name(2),
-		"finish " + name(0), "finish " + name(1), "finish " + name(2)}, j.take())
+	assert.Equal(t, startedThenFinished(sn, "transfer"), j.take())
 	r := <-got
 	require.NoError(t, r.err)
 	assert.NotEqual(t, l.Token(), r.l.Token())
@@ -240,11 +247,7 @@ func TestFairRoundsOverFairStartersStartEveryNodeFirst(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
 	defer cancel()
-	name := func(i int) string { return sn[i].Name() }
-	want := func(op string) []string {
-		return []string{"start " + op + " " + name(0), "start " + op + " " + name(1), "start " + op + " " + name(2),
-			"finish " + name(0), "finish " + name(1), "finish " + name(2)}
-	}
+	want := func(op string) []string { return startedThenFinished(sn, op) }
 	l, err := rl.Lock(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, want("acquire fair"), j.take())
