@@ -403,9 +403,9 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 	}
 	held, err := rls[0].Lock(t.Context(), key)
 	require.NoError(t, err)
-	before := calls(ns, fakenode.AcquireFair)
+	before := answered(ns, fakenode.AcquireFair)
 	first := lock(redlock.WithFairness())
-	testwait.Until(t, "the fair call is queued", func() bool { return calls(ns, fakenode.AcquireFair) >= before+len(ns) })
+	testwait.Until(t, "the fair call is queued", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
 	require.NoError(t, held.Unlock(t.Context()))
 	r := <-first
 	require.NoError(t, r.err)
@@ -420,9 +420,9 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 	require.NoError(t, held.Unlock(t.Context()))
 	r1 := <-plain1 // plain2 still in line, which records r1's lock as held
 	require.NoError(t, r1.err)
-	before = calls(ns, fakenode.AcquireFair)
+	before = answered(ns, fakenode.AcquireFair)
 	fair := lock(redlock.WithFairness()) // subscribes first, joins the line where r1 holds
-	testwait.Until(t, "the fair call is queued at once", func() bool { return calls(ns, fakenode.AcquireFair) >= before+len(ns) })
+	testwait.Until(t, "the fair call is queued at once", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
 	require.NoError(t, r1.l.Unlock(t.Context()))
 	for _, ch := range []<-chan lockResult{plain2, fair} {
 		r := <-ch
