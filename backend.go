@@ -141,6 +141,17 @@ type TransferStarter interface {
 	StartTransfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) Pending
 }
 
+// lacking returns the first of nodes that does not implement the optional
+// capability T, or nil when every node does.
+func lacking[T any](nodes []Backend) Backend {
+	for _, b := range nodes {
+		if _, ok := b.(T); !ok {
+			return b
+		}
+	}
+	return nil
+}
+
 // FairStarter is the optional capability of a Starter that is also a
 // FairQueuer and splits AcquireFair and ReleaseFair the same way: each
 // sends its command and returns at once, and the FairPending's FinishFair,

@@ -72,10 +72,8 @@ func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
 	if err := checkKey(lk.nodes, name); err != nil {
 		return nil, err
 	}
-	for _, b := range lk.nodes {
-		if _, ok := b.(Peeker); !ok {
-			return nil, invalidf("NewElection: node %q (%T) does not implement Peeker", b.Name(), b)
-		}
+	if b := lacking[Peeker](lk.nodes); b != nil {
+		return nil, invalidf("NewElection: node %q (%T) does not implement Peeker", b.Name(), b)
 	}
 	e := &Election{name: name, lk: lk}
 	ttl := lk.cfg.with(opts).ttl

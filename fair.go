@@ -270,15 +270,7 @@ func (*fairKey) splits(op string, nodes []Backend) bool { return fairSplits(op, 
 func (fairHeld) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
 
 func fairSplits(op string, nodes []Backend) bool {
-	if op != "acquire" && op != "release" && op != "extend" {
-		return false
-	}
-	for _, b := range nodes {
-		if _, ok := b.(FairStarter); !ok {
-			return false
-		}
-	}
-	return true
+	return (op == "acquire" || op == "release" || op == "extend") && lacking[FairStarter](nodes) == nil
 }
 
 // AcquireFair starts the node's AcquireFair; split allows it only over
@@ -446,7 +438,7 @@ func (w *waiter) joinQueues() {
 	if refused < quorum(len(w.nodes)) { // no lock holds the key (a split vote, leftovers), or nodes did not answer
 		return
 	}
-	if notFairQueuer(w.nodes) != nil || w.cfg.lines.holds(w.key, w.cfg.clock.Now()) {
+	if lacking[FairQueuer](w.nodes) != nil || w.cfg.lines.holds(w.key, w.cfg.clock.Now()) {
 		return
 	}
 	if w.wake != nil {
@@ -598,19 +590,8 @@ func (c *config) validateFair(nodes []Backend) error {
 	if c.fencing {
 		return invalidf("WithFairness cannot be combined with WithFencing")
 	}
-	if b := notFairQueuer(nodes); b != nil {
+	if b := lacking[FairQueuer](nodes); b != nil {
 		return invalidf("WithFairness: node %q (%T) does not implement FairQueuer", b.Name(), b)
-	}
-	return nil
-}
-
-// notFairQueuer returns the first of nodes that is not a FairQueuer, or
-// nil when all are.
-func notFairQueuer(nodes []Backend) Backend {
-	for _, b := range nodes {
-		if _, ok := b.(FairQueuer); !ok {
-			return b
-		}
 	}
 	return nil
 }

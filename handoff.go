@@ -84,12 +84,7 @@ func (s scope) transferable() bool {
 	if s.what != target(oneKey{}) || s.keys != nil || s.cfg.fencing || s.cfg.noHandoff {
 		return false
 	}
-	for _, b := range s.nodes {
-		if _, ok := b.(Transferrer); !ok {
-			return false
-		}
-	}
-	return true
+	return lacking[Transferrer](s.nodes) == nil
 }
 
 // claim returns the slot of the first waiter in line for key, marked

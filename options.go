@@ -143,10 +143,8 @@ func (c *config) validateNodes(nodes []Backend) error {
 	if !c.fencing {
 		return nil
 	}
-	for _, b := range nodes {
-		if _, ok := b.(Fencer); !ok {
-			return invalidf("WithFencing: node %q (%T) does not implement Fencer", b.Name(), b)
-		}
+	if b := lacking[Fencer](nodes); b != nil {
+		return invalidf("WithFencing: node %q (%T) does not implement Fencer", b.Name(), b)
 	}
 	return nil
 }

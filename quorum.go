@@ -127,20 +127,13 @@ func (s scope) split(op string) bool {
 		}
 	case "release", "extend":
 	case "transfer":
-		for _, b := range s.nodes {
-			if _, ok := b.(TransferStarter); !ok {
-				return false
-			}
+		if lacking[TransferStarter](s.nodes) != nil {
+			return false
 		}
 	default:
 		return false
 	}
-	for _, b := range s.nodes {
-		if _, ok := b.(Starter); !ok {
-			return false
-		}
-	}
-	return true
+	return lacking[Starter](s.nodes) == nil
 }
 
 // splitter is a target other than oneKey whose rounds of op over nodes

@@ -142,10 +142,8 @@ func (lk *locker) prepareRW(ctx context.Context, what target, key string, opts [
 	if err != nil {
 		return scope{}, err
 	}
-	for _, b := range lk.nodes {
-		if _, ok := b.(RWLocker); !ok {
-			return scope{}, invalidf("read-write lock: node %q (%T) does not implement RWLocker", b.Name(), b)
-		}
+	if b := lacking[RWLocker](lk.nodes); b != nil {
+		return scope{}, invalidf("read-write lock: node %q (%T) does not implement RWLocker", b.Name(), b)
 	}
 	s.what = what
 	return s, nil
