@@ -128,7 +128,7 @@ func (w *waiter) round(call nodeCall, gated bool) (round, error) {
 // grant makes the Lock of a granted attempt, valid from start.
 func (w *waiter) grant(token string, fences []int64, start time.Time) *Lock {
 	cfg := w.cfg
-	return &Lock{key: w.key, keys: w.keys, what: w.what, token: token, fences: fences, slot: -1, nodes: w.nodes, cfg: cfg, acquired: start,
+	return &Lock{key: w.key, keys: w.keys, what: w.what, token: token, fences: fences, slot: -1, nodes: w.nodes, cfg: cfg, acquired: start, watched: w.wake != nil,
 		until: start.Add(cfg.ttl - cfg.drift())}
 }
 

@@ -54,3 +54,7 @@ func linesOf(l Locker) *lines {
 
 // HandoffChain bounds consecutive transfers of a key within one locker.
 const HandoffChain = handoffChain
+
+// LastReleased returns the token l records as its last release of key
+// that every node answered (lines.released), "" if none.
+func LastReleased(l Locker, key string) string { return linesOf(l).lastReleased(key) }

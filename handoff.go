@@ -262,7 +262,7 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	})
 	left := validity(ttl, clock.Now().Sub(start), drift)
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
-		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start,
+		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start, watched: true,
 			until: start.Add(ttl - drift), chain: l.chain + 1}
 		l.cfg.lines.held(l.key, next.own(), true)
 		if !t.deliver(next) {

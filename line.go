@@ -57,7 +57,18 @@ type lines struct {
 	// records are dropped.
 	own     map[string]ownLock
 	sweepAt int
+	// released: by key, the token of the last lock of the key, taken by a
+	// call that waited (Lock.watched), that the locker released on every
+	// node (Unlock's round over, each node answered). A waiter that starts after it ignores that release's
+	// announcements (notify.go, watchReleases): its own attempts see the
+	// key as the release left it, and a pub/sub connection parked still
+	// subscribed (goredis) delivers the announcement only when the waiter
+	// takes it. A hint: emptied when it reaches maxReleased keys.
+	released map[string]string
 }
+
+// maxReleased bounds lines.released.
+const maxReleased = 256
 
 // ownLock is a lock of the locker's that own records: its token, when
 // it was taken, and its validity (moved by Extend).
@@ -120,6 +131,25 @@ func (ls *lines) unheld(key, token string) {
 	if o, ok := ls.own[key]; ok && o.token == token {
 		delete(ls.own, key)
 	}
+}
+
+// releasedAll records that the lock of key with token was released on
+// every node (lines.released).
+func (ls *lines) releasedAll(key, token string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.released == nil || len(ls.released) >= maxReleased {
+		ls.released = map[string]string{}
+	}
+	ls.released[key] = token
+}
+
+// lastReleased returns the token releasedAll last recorded for key, ""
+// if none.
+func (ls *lines) lastReleased(key string) string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.released[key]
 }
 
 // extended moves the validity recorded for the lock of key with token,

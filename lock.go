@@ -22,6 +22,11 @@ type Lock struct {
 	cfg      *config   // the call's, never written to (often its locker's)
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
 	chain    int       // transfers in a row that led to it (handoff.go)
+	// watched: taken by a call that listened for releases (or handed to
+	// one): its release is recorded for the locker's next waiters
+	// (lines.released), whose pub/sub connections may still be
+	// subscribed to the key. Uncontended locks skip that.
+	watched bool
 
 	mu       sync.Mutex
 	until    time.Time
@@ -230,6 +235,9 @@ func detached(ctx context.Context) context.Context {
 
 func (l *Lock) release(ctx context.Context, until time.Time) error {
 	r := l.scope().releaseAll(ctx, l.token)
+	if l.watched && l.keys == nil && l.slot == -1 && everyNodeAnswered(r) {
+		l.cfg.lines.releasedAll(l.key, l.token)
+	}
 	if late := l.cfg.clock.Now().Sub(until); late > 0 {
 		return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
 	}

@@ -61,7 +61,9 @@ import (
 // Only announcements wake: an attempt's own outcome never does (a round
 // whose validity ran out leaves every node free, and waking on that would
 // spin), and announcements carrying one of the waiter's own tokens (its
-// rollbacks) are ignored. So the attempts a Lock makes are bounded by its
+// rollbacks), or the token of its locker's last release of the key (of
+// a lock a waiting call took) that every node answered before the waiter
+// began (lines.released), are ignored. So the attempts a Lock makes are bounded by its
 // strategy plus the releases of others. Announcements that arrive during
 // an attempt are kept and weighed when it ends.
 //
@@ -297,6 +299,12 @@ func drain(ch chan struct{}) {
 func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, func()) {
 	nodes := s.nodes
 	w := newWakeup(len(nodes), s.cfg.lines)
+	if tok := s.cfg.lines.lastReleased(s.key); tok != "" {
+		// Released on every node before this waiter began: its attempts
+		// see what that release left, and its announcement, heard now,
+		// would only cost a needless attempt (lines.released).
+		w.own[tok] = struct{}{}
+	}
 	if f, ok := s.what.(*fairKey); ok { // before any announcement can arrive
 		w.ticket, w.granted, w.trusted = f.ticket, make([]bool, len(nodes)), make([]bool, len(nodes))
 	}

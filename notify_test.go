@@ -273,3 +273,47 @@ func TestNewcomerQueuesBehindThisProcessesWaiters(t *testing.T) {
 	assert.Equal(t, "releaser", second.who)
 	require.NoError(t, second.lock.Unlock(t.Context()))
 }
+
+// TestLastReleaseRecordedForTheNextWaiter: the Unlock of a lock taken by
+// a call that waited, answered by every node, is recorded for the
+// locker's next waiters of the key (they ignore its announcement, which
+// a subscription kept up between waits can deliver after they began:
+// lines.released); the Unlock of a lock taken without waiting, or one
+// that a node did not answer, is not.
+func TestLastReleaseRecordedForTheNextWaiter(t *testing.T) {
+	ms, bs := minis(t, 3)
+	obs, waitFailures := waitingFor(t)
+	lk := lockerFor(t, bs, redlock.WithTTL(time.Minute), redlock.WithObserver(obs))
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+
+	plain, err := lk.Lock(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, plain.Unlock(ctx))
+	assert.Empty(t, redlock.LastReleased(lk, "k"), "taken without waiting")
+
+	waited := func(failures int64) *redlock.Lock {
+		t.Helper()
+		holder, err := lk.Lock(ctx, "k")
+		require.NoError(t, err)
+		got := make(chan *redlock.Lock, 1)
+		go func() {
+			l, err := lk.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			assert.NoError(t, err)
+			got <- l
+		}()
+		waitFailures(failures)
+		require.NoError(t, holder.Unlock(ctx))
+		l := <-got
+		require.NotNil(t, l)
+		return l
+	}
+	l := waited(1)
+	require.NoError(t, l.Unlock(ctx))
+	assert.Equal(t, l.Token(), redlock.LastReleased(lk, "k"), "waited, released on every node")
+
+	l2 := waited(2)
+	ms[0].Close() // one node will not answer the release
+	assert.NoError(t, l2.Unlock(ctx), "released on a quorum")
+	assert.Equal(t, l.Token(), redlock.LastReleased(lk, "k"), "not recorded: a node did not answer")
+}

@@ -245,6 +245,18 @@ func (r round) quorumError(op, key string, left time.Duration) *QuorumError {
 	return e
 }
 
+// everyNodeAnswered reports whether every node of a release round
+// answered (released, or did not hold the token): no release of the
+// round can still be on its way to a node.
+func everyNodeAnswered(r round) bool {
+	for _, err := range r.errs {
+		if err != nil && err != ErrNotHeld {
+			return false
+		}
+	}
+	return true
+}
+
 // releaseAll runs release.lua on every node, with a context that survives
 // the caller's cancellation (a cancelled request must still let go of its
 // lock) but is bounded by the per-node timeout.
