@@ -152,14 +152,20 @@ import (
 // Close does (New's node of a *redis.Client is an io.Closer; type-assert
 // it when nodes come and go during the process's life).
 //
-// Such a node also keeps its pub/sub connection when the last waiter
-// leaves: it unsubscribes every channel and parks it, unread and with no
-// goroutine, for the next waiter, whom it saves a dial and a greeting
-// (with several processes taking turns on a key, each Lock call that
-// waits would otherwise dial every node; BENCHMARKS.md, "Waiters far
-// back wait for their grant; the pub/sub connection is kept"). Close
-// closes it too; a parked connection the server closed meanwhile is
-// dialled again by go-redis for the next waiter.
+// Such a node also keeps its pub/sub subscription up for 250 ms after
+// the last waiter leaves, still subscribed to that waiter's channels (at
+// most four), its two goroutines reading and dropping what is published
+// there: a process that waits on the same key again meanwhile (a worker
+// that hands a lock on and asks for it again) is subscribed at once,
+// with nothing written (BENCHMARKS.md, "A subscription that lingers").
+// Then it unsubscribes every channel and parks the connection, unread
+// and with no goroutine, for the next waiter, whom it saves a dial and a
+// greeting (with several processes taking turns on a key, each Lock call
+// that waits would otherwise dial every node; BENCHMARKS.md, "Waiters far
+// back wait for their grant; the pub/sub connection is kept"). Close ends
+// a lingering subscription and closes the connection; a parked
+// connection the server closed meanwhile is dialled again by go-redis
+// for the next waiter.
 //
 // The node's own connection carries the fair scripts too (AcquireFair,
 // ReleaseFair, LeaveQueue), and the node is a redlock.FairStarter, so
@@ -192,6 +198,7 @@ func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	n := &node{c: c, name: name, q: coalescer{c: c}, ack: ack}
 	if n.w = newWire(c, &o, name); n.w != nil {
 		n.hub.keep = true // closed by Close, as the wire
+		n.hub.core.Linger = subscriptionLinger
 		return &wireNode{n}, nil
 	}
 	return n, nil

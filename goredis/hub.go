@@ -19,9 +19,11 @@ import (
 // exist only while at least one waiter is subscribed: the last stop ends
 // them within subscribeTimeout, so an idle backend holds no goroutine. It
 // closes the connection too, unless the hub keeps it (keep: a node with
-// a connection of its own, which has a Close): then the connection is
-// parked, subscribed to nothing, for the next waiter (see
-// subscription.Close). The zero hub is ready. The bookkeeping (which
+// a connection of its own, which has a Close): then the subscription
+// lingers for subscriptionLinger after its last waiter, still subscribed
+// to that waiter's channels (subhub's "Lingering"), and is then parked,
+// subscribed to nothing, for the next waiter (see subscription.Close).
+// The zero hub is ready. The bookkeeping (which
 // channels have waiters, which are subscribed, which await a numbered
 // PING, dispatch) is package internal/subhub's, shared with the rueidis
 // adapter; this file is the go-redis glue.
@@ -105,6 +107,7 @@ func (h *hub) put(ps pubSub) bool {
 // close closes the parked connection, and any parked later; the node's
 // Close calls it.
 func (h *hub) close() error {
+	h.core.Close() // a lingering subscription, which parks its connection, or closes it once h is closed
 	h.idleMu.Lock()
 	ps := h.idle
 	h.idle, h.closed = nil, true
@@ -173,6 +176,16 @@ const (
 	receivePause    = 50 * time.Millisecond
 	maxReceivePause = time.Second
 )
+
+// subscriptionLinger is how long the subscription of a hub that keeps
+// its connection stays up after its last waiter left (subhub.Hub.Linger):
+// a process that waits on the same key again within it is subscribed at
+// once, which with several processes taking turns on a key saves every
+// wait a SUBSCRIBE, its PING, an UNSUBSCRIBE and the PING that parks the
+// connection, per node (BENCHMARKS.md, "A subscription that lingers").
+// Meanwhile its receiver reads what the node publishes on the channels
+// kept, and drops it.
+const subscriptionLinger = 250 * time.Millisecond
 
 // subscribeTimeout bounds each round of SUBSCRIBE, UNSUBSCRIBE and PING
 // writes, which are made for all waiters and so without a caller's

@@ -347,16 +347,17 @@ func subscribers(t *testing.T, c *redis.Client) []string {
 	return ids
 }
 
-// TestHubParksItsConnection: the last waiter to leave parks the node's
-// pub/sub connection (subscribed to nothing, no goroutine reading it)
-// instead of closing it; the next waiter subscribes on it, with no dial;
-// the node's Close closes it.
+// TestHubParksItsConnection: once its subscription ends (at once here:
+// no linger), the node's pub/sub connection is parked (subscribed to
+// nothing, no goroutine reading it) instead of closed; the next waiter
+// subscribes on it, with no dial; the node's Close closes it.
 func TestHubParksItsConnection(t *testing.T) {
 	srv := redistest.Start(t, 1)
 	direct := redistest.Client(t, srv.Servers[0].Addr())
 	b, err := New(redistest.Client(t, srv.Servers[0].Addr()))
 	require.NoError(t, err)
 	g := b.(*wireNode)
+	g.hub.core.Linger = 0 // before the first Notify
 	base := runtime.NumGoroutine()
 
 	var first string
@@ -382,6 +383,92 @@ func TestHubParksItsConnection(t *testing.T) {
 
 	require.NoError(t, g.Close())
 	testwait.Until(t, "Close closed the parked connection", func() bool { return clients(t, direct)[first] == nil })
+}
+
+// TestHubLingers: the last waiter to leave leaves the subscription up,
+// its goroutines running (subscriptionLinger; a minute here): the next
+// waiter of the key is subscribed at once, with no SUBSCRIBE written,
+// and hears releases; the node's Close ends the lingering subscription,
+// its goroutines and its connection.
+func TestHubLingers(t *testing.T) {
+	srv := redistest.Start(t, 1)
+	direct := redistest.Client(t, srv.Servers[0].Addr())
+	b, err := New(redistest.Client(t, srv.Servers[0].Addr()))
+	require.NoError(t, err)
+	g := b.(*wireNode)
+	g.hub.core.Linger = time.Minute // before the first Notify
+	base := runtime.NumGoroutine()
+
+	var first string
+	for i := range 3 {
+		before := subscribes(t, direct)
+		cb, got := testwait.Payloads()
+		stop, err := g.Notify(t.Context(), "k", cb)
+		require.NoError(t, err)
+		subs := subscribers(t, direct)
+		require.Len(t, subs, 1, "wait %d: one pub/sub connection", i)
+		if i == 0 {
+			first = subs[0]
+		} else {
+			assert.Equal(t, before, subscribes(t, direct), "wait %d: no SUBSCRIBE", i)
+		}
+		assert.Equal(t, first, subs[0], "wait %d: the lingering subscription's connection", i)
+		payload := fmt.Sprint("token-", i)
+		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
+		for p := testwait.Next(t, got); p != payload; p = testwait.Next(t, got) {
+			assert.Equal(t, fmt.Sprint("token-", i-1), p, "at most the release published before the wait")
+		}
+		stop()
+		require.NotNil(t, g.hub.core.Current(), "wait %d: the subscription lingers", i)
+		assert.Equal(t, "1", clients(t, direct)[first]["sub"], "still subscribed")
+	}
+
+	require.NoError(t, g.Close())
+	assert.Nil(t, g.hub.core.Current())
+	testwait.Until(t, "the connection is closed", func() bool { return clients(t, direct)[first] == nil })
+	testwait.Until(t, "no goroutine left", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+// subscribes returns how many SUBSCRIBE commands the server ran.
+func subscribes(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	require.NoError(t, err)
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_subscribe:calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			return calls
+		}
+	}
+	return "0"
+}
+
+// TestHubLingeringConnectionDropped: a connection dropped while its
+// subscription lingers is redialled by go-redis; the waiter that joined
+// the subscription meanwhile is woken with "" (a release may have been
+// missed) once it is resubscribed, and hears releases after.
+func TestHubLingeringConnectionDropped(t *testing.T) {
+	srv := redistest.Start(t, 1)
+	direct := redistest.Client(t, srv.Servers[0].Addr())
+	g := adapt(t, redistest.Client(t, srv.Servers[0].Addr()))
+	g.hub.core.Linger = time.Minute // before the first Notify
+	stop, err := g.Notify(t.Context(), "k", func(string) {})
+	require.NoError(t, err)
+	subs := subscribers(t, direct)
+	require.Len(t, subs, 1)
+	stop()
+	require.NotNil(t, g.hub.core.Current(), "lingering")
+	cb, got := testwait.Payloads()
+	stop, err = g.Notify(t.Context(), "k", cb)
+	require.NoError(t, err)
+	defer stop()
+	n, err := direct.ClientKillByFilter(t.Context(), "ID", subs[0]).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	assert.Equal(t, "", testwait.Next(t, got), "the drop is told")
+	testwait.Until(t, "resubscribed", func() bool { return len(subscribers(t, direct)) == 1 })
+	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), "after").Err())
+	assert.Equal(t, "after", testwait.Next(t, got))
 }
 
 // TestHubParkedConnectionDropped: a parked connection that the server

@@ -22,14 +22,36 @@ package subhub
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 )
 
 // Hub is one node's (or one hash slot's) hub. The zero Hub is ready.
 type Hub struct {
-	mu  sync.Mutex
-	sub *Sub // nil while nobody waits
+	// Linger, when positive, keeps a Sub running for that long after its
+	// last waiter left (see "Lingering"); set before the first Notify.
+	Linger time.Duration
+
+	mu     sync.Mutex
+	sub    *Sub // nil while nobody waits and no Sub lingers
+	closed bool // Close was called: no Sub lingers any more
 }
+
+// Lingering. A process most often waits on the key it waited on last (a
+// worker that hands a lock on and asks for it again). With Hub.Linger
+// set, the last waiter to leave does not close the Sub: it keeps
+// running for Linger, its connection still subscribed to the last
+// waiter's channels (the confirmed ones, if there are at most
+// maxLingering), its receiver reading and dropping what is published on
+// them. A waiter that comes meanwhile joins it, and on one of those
+// channels is subscribed at once: per wait, no SUBSCRIBE, PING or
+// UNSUBSCRIBE is written, and no connection's goroutines are started
+// and stopped. Once Linger passes with nobody waiting, or on Close, the
+// Sub closes as it would have without Linger. Its goroutines thus
+// outlive the last waiter by Linger at most (and what Conn.Close then
+// takes).
+const maxLingering = 4
 
 // Lock and Unlock take and release the hub's mutex, which guards its Subs.
 func (h *Hub) Lock()   { h.mu.Lock() }
@@ -66,6 +88,9 @@ type Sub struct {
 	pings    uint64 // the number of the last PING planned
 	resync   bool   // a connection dropped: a PING must follow
 	resyncAt uint64 // the PING whose pong ends the resynchronisation; 0 if none
+	// linger ends the Sub once Hub.Linger passed after its last waiter
+	// left; nil until the Sub first lingers.
+	linger *time.Timer
 }
 
 type channel struct {
@@ -150,11 +175,12 @@ func (s *Sub) Wake() {
 
 // leave removes a waiter from its channels; a channel left without
 // waiters is unsubscribed by the writer, and the last waiter of all
-// closes the Sub.
+// closes the Sub, or leaves it lingering (Hub.Linger).
 func (h *Hub) leave(s *Sub, names []string, mine []*listener) {
 	h.mu.Lock()
 	s.waiters--
 	last := s.waiters == 0
+	lingers := last && h.Linger > 0 && !h.closed
 	unsubscribe := false
 	for i, me := range mine {
 		ch := me.ch
@@ -164,17 +190,73 @@ func (h *Hub) leave(s *Sub, names []string, mine []*listener) {
 			unsubscribe = true
 		}
 	}
-	if last {
+	if lingers {
+		// Nobody waits: the Sub keeps the last waiter's confirmed
+		// channels, if they are few, and unsubscribes every other (the
+		// ones kept while an earlier waiter's lingered, among them).
+		keep := len(names) <= maxLingering
+		for name, ch := range s.channels {
+			if !keep || !ch.ok || !slices.Contains(names, name) {
+				delete(s.channels, name)
+				unsubscribe = true
+			}
+		}
+	}
+	switch {
+	case !last:
+	case !lingers:
 		h.sub = nil // the next waiter starts a new Sub
+	case s.linger == nil:
+		s.linger = time.AfterFunc(h.Linger, func() { h.expire(s) })
+	default:
+		s.linger.Reset(h.Linger)
 	}
 	h.mu.Unlock()
 	if unsubscribe {
 		s.Wake()
 	}
-	if last {
-		close(s.Closing)
-		s.conn.Close()
+	if last && !lingers {
+		s.close()
 	}
+}
+
+// expire closes s if it still lingers: nobody came for Linger.
+func (h *Hub) expire(s *Sub) {
+	h.mu.Lock()
+	idle := h.sub == s && s.waiters == 0
+	if idle {
+		h.sub = nil
+	}
+	h.mu.Unlock()
+	if idle {
+		s.close()
+	}
+}
+
+// Close closes a lingering Sub (its Conn.Close closes or parks the
+// connection, as after a last waiter), and no Sub lingers from then on: a
+// Sub with waiters closes when the last of them leaves.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	s := h.sub
+	idle := s != nil && s.waiters == 0
+	if idle {
+		h.sub = nil
+	}
+	h.mu.Unlock()
+	if idle {
+		if s.linger != nil { // set: nobody waits on a Sub only while it lingers
+			s.linger.Stop()
+		}
+		s.close()
+	}
+}
+
+// close ends the Sub: Closing, then its Conn's Close.
+func (s *Sub) close() {
+	close(s.Closing)
+	s.conn.Close()
 }
 
 // Plan is one round of writes: UNSUBSCRIBE, SUBSCRIBE, then PING number

@@ -212,3 +212,125 @@ func TestSeveralChannels(t *testing.T) {
 	assert.Nil(t, h.Current(), "the failed call left every channel: the Sub closed")
 	assert.Equal(t, int32(1), conn2.closed.Load())
 }
+
+// subscribed notifies name on h and confirms its subscription as the
+// adapter's writer and receiver would (plan, then pong).
+func subscribed(t *testing.T, h *Hub, name string, released func(string), conn *fakeConn) func() {
+	t.Helper()
+	got := notifyAsync(h, t.Context(), name, released, conn)
+	p := kicked(t, h)
+	require.Equal(t, []string{name}, p.Subscribe)
+	locked(h, func(s *Sub) { s.PongLocked(p.Ping) })
+	n := <-got
+	require.NoError(t, n.err)
+	return n.stop
+}
+
+// TestLingerKeepsTheSubForTheNextWaiter: with Linger, the last waiter's
+// stop leaves the Sub running, still subscribed to its channel; a waiter
+// of that channel meanwhile is subscribed at once (nothing to write), a
+// waiter of another channel has the writer swap them; what is published
+// while nobody waits reaches nobody; the Sub closes once Linger passes
+// with nobody waiting, and Close ends a lingering Sub at once.
+func TestLingerKeepsTheSubForTheNextWaiter(t *testing.T) {
+	h := Hub{Linger: time.Hour}
+	conn := &fakeConn{}
+	heard := make(chan string, 8)
+	stop := subscribed(t, &h, "a", func(p string) { heard <- p }, conn)
+	s := h.Current()
+	stop()
+	require.Same(t, s, h.Current(), "the Sub lingers")
+	assert.Zero(t, conn.closed.Load())
+	select {
+	case <-s.Kick:
+		t.Fatal("nothing to write: the channel stays subscribed")
+	default:
+	}
+	locked(&h, func(s *Sub) { s.DispatchLocked("a", "nobody waits") })
+	assert.Empty(t, heard)
+
+	// Subscribed at once: Notify returns with nothing written.
+	stop, err := h.Notify(t.Context(), []string{"a"}, func(p string) { heard <- p }, func(*Sub) Conn {
+		t.Fatal("a lingering Sub is joined, not started anew")
+		return nil
+	})
+	require.NoError(t, err)
+	locked(&h, func(s *Sub) {
+		assert.True(t, s.PlanLocked().Empty())
+		s.DispatchLocked("a", "tok")
+	})
+	assert.Equal(t, "tok", <-heard)
+	stop()
+
+	// Another channel: the one kept is unsubscribed when the Sub
+	// lingers again, keeping the new one.
+	stopB := subscribed(t, &h, "b", func(string) {}, conn)
+	stopB()
+	require.Same(t, s, h.Current())
+	locked(&h, func(s *Sub) { assert.Equal(t, Plan{Unsubscribe: []string{"a"}}, s.PlanLocked()) })
+
+	h.Close()
+	assert.Nil(t, h.Current())
+	assert.Equal(t, int32(1), conn.closed.Load(), "Close ends the lingering Sub once")
+	h.Close()
+	assert.Equal(t, int32(1), conn.closed.Load())
+
+	// After Close nothing lingers: the last stop closes.
+	conn2 := &fakeConn{}
+	stop = subscribed(t, &h, "a", func(string) {}, conn2)
+	stop()
+	assert.Nil(t, h.Current())
+	assert.Equal(t, int32(1), conn2.closed.Load())
+}
+
+// TestLingerExpires: a Sub nobody joins closes once Linger passed; one
+// joined meanwhile does not, and lingers again after its new last waiter.
+func TestLingerExpires(t *testing.T) {
+	h := Hub{Linger: 20 * time.Millisecond}
+	conn := &fakeConn{}
+	stop := subscribed(t, &h, "a", func(string) {}, conn)
+	s := h.Current()
+	stop()
+	stop, err := h.Notify(t.Context(), []string{"a"}, func(string) {}, func(*Sub) Conn {
+		t.Fatal("a lingering Sub is joined")
+		return nil
+	})
+	require.NoError(t, err)
+	time.Sleep(40 * time.Millisecond) // Linger passes with a waiter: nothing closes
+	require.Same(t, s, h.Current())
+	assert.Zero(t, conn.closed.Load())
+	stop()
+	require.Eventually(t, func() bool { return conn.closed.Load() == 1 }, 5*time.Second, time.Millisecond)
+	assert.Nil(t, h.Current())
+}
+
+// TestLingerKeepsFewChannels: a last waiter of more than maxLingering
+// channels leaves none subscribed; unconfirmed channels are not kept.
+func TestLingerKeepsFewChannels(t *testing.T) {
+	h := Hub{Linger: time.Hour}
+	defer h.Close()
+	conn := &fakeConn{}
+	names := []string{"a", "b", "c", "d", "e"}
+	got := make(chan notified, 1)
+	go func() {
+		stop, err := h.Notify(t.Context(), names, func(string) {}, func(s *Sub) Conn { conn.sub = s; return conn })
+		got <- notified{stop, err}
+	}()
+	p := kicked(t, &h)
+	locked(&h, func(s *Sub) { s.PongLocked(p.Ping) })
+	n := <-got
+	require.NoError(t, n.err)
+	n.stop()
+	p = kicked(t, &h) // the writer is woken to unsubscribe them
+	slices.Sort(p.Unsubscribe)
+	assert.Equal(t, names, p.Unsubscribe)
+
+	// A channel whose SUBSCRIBE is not confirmed is not kept either.
+	ctx, cancel := context.WithCancel(t.Context())
+	gotF := notifyAsync(&h, ctx, "f", func(string) {}, conn)
+	p = kicked(t, &h)
+	require.Equal(t, []string{"f"}, p.Subscribe)
+	cancel()
+	require.ErrorIs(t, (<-gotF).err, context.Canceled)
+	assert.Equal(t, []string{"f"}, kicked(t, &h).Unsubscribe)
+}
