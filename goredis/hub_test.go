@@ -347,30 +347,48 @@ func subscribers(t *testing.T, c *redis.Client) []string {
 	return ids
 }
 
-// TestHubParksItsConnection: once its subscription ends (at once here:
-// no linger), the node's pub/sub connection is parked (subscribed to
-// nothing, no goroutine reading it) instead of closed; the next waiter
-// subscribes on it, with no dial; the node's Close closes it.
-func TestHubParksItsConnection(t *testing.T) {
+// ownNode returns a node with a connection of its own to a fresh
+// redis-server, whose subscription lingers for linger, and a client of
+// that server; the test closes the node.
+func ownNode(t *testing.T, linger time.Duration) (*wireNode, *redis.Client) {
+	t.Helper()
 	srv := redistest.Start(t, 1)
 	direct := redistest.Client(t, srv.Servers[0].Addr())
 	b, err := New(redistest.Client(t, srv.Servers[0].Addr()))
 	require.NoError(t, err)
 	g := b.(*wireNode)
-	g.hub.core.Linger = 0 // before the first Notify
+	g.hub.core.Linger = linger // before the first Notify
+	return g, direct
+}
+
+// waitOnK subscribes a waiter (wait i of a test) to k's releases on g,
+// and returns its stop, what it hears, and the id of the server's one
+// pub/sub connection.
+func waitOnK(t *testing.T, g *wireNode, direct *redis.Client, i int) (func(), chan string, string) {
+	t.Helper()
+	cb, got := testwait.Payloads()
+	stop, err := g.Notify(t.Context(), "k", cb)
+	require.NoError(t, err)
+	subs := subscribers(t, direct)
+	require.Len(t, subs, 1, "wait %d: one pub/sub connection", i)
+	return stop, got, subs[0]
+}
+
+// TestHubParksItsConnection: once its subscription ends (at once here:
+// no linger), the node's pub/sub connection is parked (subscribed to
+// nothing, no goroutine reading it) instead of closed; the next waiter
+// subscribes on it, with no dial; the node's Close closes it.
+func TestHubParksItsConnection(t *testing.T) {
+	g, direct := ownNode(t, 0)
 	base := runtime.NumGoroutine()
 
 	var first string
 	for i := range 3 {
-		cb, got := testwait.Payloads()
-		stop, err := g.Notify(t.Context(), "k", cb)
-		require.NoError(t, err)
-		subs := subscribers(t, direct)
-		require.Len(t, subs, 1, "wait %d: one pub/sub connection", i)
+		stop, got, sub := waitOnK(t, g, direct, i)
 		if i == 0 {
-			first = subs[0]
+			first = sub
 		}
-		assert.Equal(t, first, subs[0], "wait %d uses the parked connection", i)
+		assert.Equal(t, first, sub, "wait %d uses the parked connection", i)
 		payload := fmt.Sprint("token-", i)
 		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
 		assert.Equal(t, payload, testwait.Next(t, got))
@@ -391,28 +409,19 @@ func TestHubParksItsConnection(t *testing.T) {
 // and hears releases; the node's Close ends the lingering subscription,
 // its goroutines and its connection.
 func TestHubLingers(t *testing.T) {
-	srv := redistest.Start(t, 1)
-	direct := redistest.Client(t, srv.Servers[0].Addr())
-	b, err := New(redistest.Client(t, srv.Servers[0].Addr()))
-	require.NoError(t, err)
-	g := b.(*wireNode)
-	g.hub.core.Linger = time.Minute // before the first Notify
+	g, direct := ownNode(t, time.Minute)
 	base := runtime.NumGoroutine()
 
 	var first string
 	for i := range 3 {
 		before := subscribes(t, direct)
-		cb, got := testwait.Payloads()
-		stop, err := g.Notify(t.Context(), "k", cb)
-		require.NoError(t, err)
-		subs := subscribers(t, direct)
-		require.Len(t, subs, 1, "wait %d: one pub/sub connection", i)
+		stop, got, sub := waitOnK(t, g, direct, i)
 		if i == 0 {
-			first = subs[0]
+			first = sub
 		} else {
 			assert.Equal(t, before, subscribes(t, direct), "wait %d: no SUBSCRIBE", i)
 		}
-		assert.Equal(t, first, subs[0], "wait %d: the lingering subscription's connection", i)
+		assert.Equal(t, first, sub, "wait %d: the lingering subscription's connection", i)
 		payload := fmt.Sprint("token-", i)
 		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
 		for p := testwait.Next(t, got); p != payload; p = testwait.Next(t, got) {
