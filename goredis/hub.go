@@ -21,8 +21,10 @@ import (
 // closes the connection too, unless the hub keeps it (keep: a node with
 // a connection of its own, which has a Close): then the subscription
 // lingers for subscriptionLinger after its last waiter, still subscribed
-// to that waiter's channels (subhub's "Lingering"), and is then parked,
-// subscribed to nothing, for the next waiter (see subscription.Close).
+// to that waiter's channels (subhub's "Lingering"), its goroutines with
+// it, and is then parked, subscribed to nothing, for the next waiter
+// (see subscription.Close): its goroutines end within subscriptionLinger
+// and subscribeTimeout after the last stop, or the node's Close.
 // The zero hub is ready. The bookkeeping (which
 // channels have waiters, which are subscribed, which await a numbered
 // PING, dispatch) is package internal/subhub's, shared with the rueidis
