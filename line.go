@@ -59,11 +59,12 @@ type lines struct {
 	sweepAt int
 	// released: by key, the token of the last lock of the key, taken by a
 	// call that waited (Lock.watched), that the locker released on every
-	// node (Unlock's round over, each node answered). A waiter that starts after it ignores that release's
-	// announcements (notify.go, watchReleases): its own attempts see the
-	// key as the release left it, and a pub/sub connection parked still
-	// subscribed (goredis) delivers the announcement only when the waiter
-	// takes it. A hint: emptied when it reaches maxReleased keys.
+	// node (Unlock's round over, each node answered). A waiter that
+	// starts after it ignores that release's announcements (notify.go,
+	// watchReleases): its own attempts, made once it is subscribed, see
+	// the key as the release left it, and a subscription that lingers
+	// between waits (goredis) can deliver the announcement after the
+	// waiter began. A hint: emptied when it reaches maxReleased keys.
 	released map[string]string
 }
 

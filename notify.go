@@ -63,9 +63,9 @@ import (
 // spin), and announcements carrying one of the waiter's own tokens (its
 // rollbacks), or the token of its locker's last release of the key (of
 // a lock a waiting call took) that every node answered before the waiter
-// began (lines.released), are ignored. So the attempts a Lock makes are bounded by its
-// strategy plus the releases of others. Announcements that arrive during
-// an attempt are kept and weighed when it ends.
+// began (lines.released), are ignored. So the attempts a Lock makes are
+// bounded by its strategy plus the releases of others. Announcements that
+// arrive during an attempt are kept and weighed when it ends.
 //
 // Within one locker only the first waiter in line for the key is woken
 // (see line); the others keep their state and are not woken.
