@@ -184,12 +184,14 @@ func engine(t testing.TB) *dockertest.Pool {
 }
 
 // create runs the container. The host port is picked here (a free 127.0.0.1
-// port) rather than left to Docker, so that it survives Kill/Start and
+// port below the kernel's ephemeral range, freeport.Stable, so that no
+// outgoing connection takes it while the container is stopped) rather
+// than left to Docker, so that it survives Kill/Start and
 // Disconnect/Reconnect; if Docker cannot bind it we retry with another one.
 func (n *Node) create(repo, tag string) error {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freeport.Get()
+		port, err := freeport.Stable()
 		if err != nil {
 			return err
 		}

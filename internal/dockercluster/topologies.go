@@ -144,13 +144,15 @@ func (c *Compose) waitPing(t testing.TB, service, addr string) {
 	}
 }
 
-// freePorts returns n distinct free 127.0.0.1 ports (freeport.Get).
+// freePorts returns n distinct free 127.0.0.1 ports below the kernel's
+// ephemeral range (freeport.Stable): a service stopped and started again
+// binds its port anew.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	seen := map[int]bool{}
 	var ports []int
 	for len(ports) < n {
-		p, err := freeport.Get()
+		p, err := freeport.Stable()
 		if err != nil {
 			t.Fatalf("dockercluster: %v", err)
 		}
