@@ -153,7 +153,7 @@ type subscription struct {
 	closed bool            // the last waiter left: ps is not replaced any more
 	open   func() pubSub   // a new connection, as the first
 	reload func()          // has a cluster client reload its slot map; nil otherwise
-	ctx    context.Context // the goroutines', cancelled with the last waiter
+	ctx    context.Context // the goroutines', cancelled when the Sub ends
 	cancel context.CancelFunc
 	// park, when set, takes the connection back once it subscribes to
 	// nothing (hub.put): the last waiter parks it instead of closing it.

@@ -57,7 +57,8 @@ const maxLingering = 4
 func (h *Hub) Lock()   { h.mu.Lock() }
 func (h *Hub) Unlock() { h.mu.Unlock() }
 
-// Current returns the running Sub, nil while nobody waits.
+// Current returns the running Sub (a lingering one too), nil while
+// nobody waits and none lingers.
 func (h *Hub) Current() *Sub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -66,22 +67,25 @@ func (h *Hub) Current() *Sub {
 
 // Conn is an adapter's side of a Sub: its connection and goroutines.
 type Conn interface {
-	// Close is called once, by the last waiter to leave, after Closing is
-	// closed and without the hub's mutex. It must not wait for the
-	// network: the waiter that leaves last must not pay for it.
+	// Close is called once, when the Sub ends (by the last waiter to
+	// leave, or once a lingering Sub's Linger passed or the Hub closed),
+	// after Closing is closed and without the hub's mutex. It must not
+	// wait for the network: the waiter that leaves last must not pay for
+	// it.
 	Close()
 }
 
 // Sub is one run of a hub's connection and what it subscribes: it starts
-// with the first waiter and ends with the last.
+// with the first waiter and ends with the last, or, with Hub.Linger, once
+// it lingered that long with nobody waiting.
 type Sub struct {
-	// Closing is closed when the last waiter left.
+	// Closing is closed when the Sub ends.
 	Closing chan struct{}
 	// Kick (capacity 1) is signalled when the bookkeeping changed.
 	Kick chan struct{}
 
 	conn     Conn
-	channels map[string]*channel // the channels that have waiters
+	channels map[string]*channel // the channels that have waiters, or that a lingering Sub keeps
 	written  map[string]bool     // SUBSCRIBEd, as last written
 	refused  map[string]bool     // SUBSCRIBEd, but the node may have refused it
 	waiters  int
@@ -109,7 +113,7 @@ type listener struct {
 
 // Notify registers released for messages on each of names, starting a
 // Sub (and its Conn, by start, called with the hub's mutex held) for the
-// first waiter, and returns once every channel is confirmed, or the error
+// first waiter or joining a lingering one, and returns once every channel is confirmed, or the error
 // that failed one, or ctx's. The channels not yet subscribed are planned
 // together, so that one write subscribes them all and one PING confirms
 // them. stop must be called; it leaves every channel at once (one plan
@@ -220,7 +224,8 @@ func (h *Hub) leave(s *Sub, names []string, mine []*listener) {
 	}
 }
 
-// expire closes s if it still lingers: nobody came for Linger.
+// expire closes s if it still lingers: nobody came for Linger (or the
+// Hub closes).
 func (h *Hub) expire(s *Sub) {
 	h.mu.Lock()
 	idle := h.sub == s && s.waiters == 0
@@ -240,21 +245,19 @@ func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
 	s := h.sub
-	idle := s != nil && s.waiters == 0
-	if idle {
-		h.sub = nil
-	}
 	h.mu.Unlock()
-	if idle {
-		if s.linger != nil { // set: nobody waits on a Sub only while it lingers
-			s.linger.Stop()
-		}
-		s.close()
+	if s != nil {
+		h.expire(s)
 	}
 }
 
-// close ends the Sub: Closing, then its Conn's Close.
+// close ends the Sub: its linger timer, Closing, then its Conn's Close.
+// Nobody joins it any more (h.sub is another), so nothing else touches
+// the timer.
 func (s *Sub) close() {
+	if s.linger != nil {
+		s.linger.Stop()
+	}
 	close(s.Closing)
 	s.conn.Close()
 }
