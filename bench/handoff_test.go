@@ -55,7 +55,11 @@ const (
 //   - gap-p50-us: the p50 of the time the key is held by nobody, from
 //     one holder starting its Unlock to the next holder's Acquire
 //     returning (intervals in acquisition order): what one hand-off
-//     costs, where the limit counts lu-p50.
+//     costs, where the limit counts lu-p50;
+//   - release-p50-us: the p50 of the releasing worker's Unlock, from its
+//     start to its return: the part of the gap that is the release's
+//     round (after a hold, so with idle cores to wake), the rest being
+//     the next holder's wake-up.
 
 // luP50 measures c's uncontended Lock+Unlock p50 on key.
 func luP50(b *testing.B, c Contender, key string) time.Duration {
@@ -98,11 +102,12 @@ func soloRate(b *testing.B, c Contender, key string) float64 {
 
 // handoffReport reports the metrics common to both hand-off benchmarks.
 //
-// intervals are the acquisitions' [acquired, releasing] times (ns on one
-// clock), in any order; handoffReport sorts them.
-func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int, intervals [][2]int64) {
+// intervals are the acquisitions' [acquired, releasing, released] times
+// (ns on one clock: released is when Unlock returned), in any order;
+// handoffReport sorts them.
+func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int, intervals [][3]int64) {
 	waits.report(b, "wait-ms", time.Millisecond)
-	slices.SortFunc(intervals, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+	slices.SortFunc(intervals, func(x, y [3]int64) int { return cmp.Compare(x[0], y[0]) })
 	if len(intervals) > 1 {
 		gaps := make(latencies, 0, len(intervals)-1)
 		for i := 1; i < len(intervals); i++ {
@@ -110,6 +115,14 @@ func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float6
 		}
 		slices.Sort(gaps)
 		b.ReportMetric(float64(gaps[len(gaps)/2])/float64(time.Microsecond), "gap-p50-us")
+	}
+	if len(intervals) > 0 {
+		releases := make(latencies, 0, len(intervals))
+		for _, iv := range intervals {
+			releases = append(releases, time.Duration(iv[2]-iv[1]))
+		}
+		slices.Sort(releases)
+		b.ReportMetric(float64(releases[len(releases)/2])/float64(time.Microsecond), "release-p50-us")
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
 	lo, hi := slices.Min(counts), slices.Max(counts)
@@ -142,9 +155,9 @@ func BenchmarkHandoff(b *testing.B) {
 		}
 		counts := make([]int, handoffWorkers)
 		holds := make([]time.Duration, handoffWorkers)
-		spans := make([][][2]int64, handoffWorkers) // [acquired, releasing] since start
+		spans := make([][][3]int64, handoffWorkers) // [acquired, releasing, released] since start
 		for i := range spans {
-			spans[i] = make([][2]int64, 0, b.N)
+			spans[i] = make([][3]int64, 0, b.N)
 		}
 		// A Rotator's workers each use a view of their own and make
 		// exactly their share of the turns; the others take the b.N
@@ -194,10 +207,10 @@ func BenchmarkHandoff(b *testing.B) {
 					inside.Add(-1)
 					t2 := time.Now()
 					holds[w] += t2.Sub(t1)
-					spans[w] = append(spans[w], [2]int64{int64(t1.Sub(start)), int64(t2.Sub(start))})
 					if err := h.Unlock(context.Background()); err != nil {
 						b.Errorf("worker %d: unlock: %v", w, err)
 					}
+					spans[w] = append(spans[w], [3]int64{int64(t1.Sub(start)), int64(t2.Sub(start)), int64(time.Since(start))})
 					counts[w]++
 				}
 			})
@@ -235,7 +248,7 @@ func acquireWaiting(ctx context.Context, c Contender, key string) (Held, error) 
 // child holding a ticket acquires the key, holds it, releases it and
 // reports on file descriptor 3 (its stdout is the test framework's):
 //
-//	<wait ns> <acquired unix ns> <releasing unix ns>
+//	<wait ns> <acquired unix ns> <releasing unix ns> <released unix ns>
 //
 // The parent checks that no two [acquired, releasing] intervals overlap
 // (one machine, one wall clock: mutual exclusion across processes) and
@@ -298,6 +311,7 @@ type handoffResult struct {
 	child          int
 	wait           time.Duration
 	acq, releasing int64 // unix ns
+	released       int64 // unix ns, when Unlock returned
 	err            error
 }
 
@@ -362,7 +376,7 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 				}
 				res := handoffResult{child: i}
 				var wait int64
-				if _, err := fmt.Sscan(line, &wait, &res.acq, &res.releasing); err != nil {
+				if _, err := fmt.Sscan(line, &wait, &res.acq, &res.releasing, &res.released); err != nil {
 					res.err = fmt.Errorf("child %d: %q: %w", i, line, err)
 				}
 				res.wait = time.Duration(wait)
@@ -399,7 +413,7 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 		give(i)
 		handed++
 	}
-	var intervals [][2]int64
+	var intervals [][3]int64
 	waits := make(latencies, 0, b.N)
 	counts := make([]int, handoffWorkers)
 	var holdSum time.Duration
@@ -417,7 +431,7 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 		counts[res.child]++
 		waits = append(waits, res.wait)
 		holdSum += time.Duration(res.releasing - res.acq)
-		intervals = append(intervals, [2]int64{res.acq, res.releasing})
+		intervals = append(intervals, [3]int64{res.acq, res.releasing, res.released})
 		if rotating && given[res.child] < rotationShare(b.N, res.child, handoffWorkers) ||
 			!rotating && handed < b.N {
 			give(res.child)
@@ -439,7 +453,7 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 			b.Error(res.err)
 		}
 	}
-	slices.SortFunc(intervals, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+	slices.SortFunc(intervals, func(x, y [3]int64) int { return cmp.Compare(x[0], y[0]) })
 	for i := 1; i < len(intervals); i++ {
 		if intervals[i][0] < intervals[i-1][1] {
 			b.Errorf("two holders at once across processes: [%d, %d] and [%d, %d]",
@@ -519,7 +533,7 @@ func TestHandoffWorker(t *testing.T) {
 		if err := h.Unlock(context.Background()); err != nil {
 			t.Fatalf("unlock: %v", err)
 		}
-		fmt.Fprintln(out, strconv.FormatInt(int64(t1.Sub(t0)), 10), t1.UnixNano(), t2.UnixNano())
+		fmt.Fprintln(out, strconv.FormatInt(int64(t1.Sub(t0)), 10), t1.UnixNano(), t2.UnixNano(), time.Now().UnixNano())
 		if err := out.Flush(); err != nil {
 			t.Fatal(err)
 		}
