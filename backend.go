@@ -171,6 +171,19 @@ type FairPending interface {
 	FinishFair() (ok bool, ahead int64, err error)
 }
 
+// GrantPending is the optional capability of a Pending that a
+// FairStarter's StartReleaseFair returned, whose release does not
+// announce a grant to a waiter of the releasing ticket's own locker (its
+// ticket begins with the same locker id and ".") but returns it:
+// FinishGrant answers as Finish does, and returns that grant,
+// "grant=" + ticket + " " + token, or "" when the release made none or
+// announced it. The releasing Lock hands it to its locker's waiter
+// itself (fair.go, "A grant within the process"); Finish drops it.
+type GrantPending interface {
+	Pending
+	FinishGrant() (ok bool, grant string, err error)
+}
+
 // Pending is a call a Starter started.
 type Pending interface {
 	// Finish returns the call's answer, as Acquire, Release or Extend

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"crypto/rand"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -240,6 +241,36 @@ func (ls *lines) yielded(key string, w *wakeup, start time.Time) {
 	defer ls.mu.Unlock()
 	if l := ls.m[key]; l != nil && l.waiters[0] == w && !start.Before(l.yieldFrom) {
 		l.yieldUntil = time.Time{}
+	}
+}
+
+// handGrant gives node i's announcement payload, a grant one of this
+// locker's releases made without announcing it (fair.go, handOver), to
+// the fair waiter of key it names; payload "" to every fair waiter of
+// key in line. Each takes it as it would the announcement (released),
+// outside the locker's lock. Having woken one, the calling goroutine
+// yields its processor (runtime.Gosched), as sync.Mutex's Unlock does
+// for the waiter it hands the mutex to when starving: the woken waiter
+// takes the lock at once instead of after the releasing goroutine's next
+// blocking call, and the key is held by nobody the shorter.
+func (ls *lines) handGrant(key string, i int, payload string) {
+	_, ticket, _ := splitAnnouncement(payload)
+	ls.mu.Lock()
+	var to []*wakeup
+	if l := ls.m[key]; l != nil {
+		for _, w := range l.waiters {
+			if w.ticket != "" && (payload == "" || w.ticket == ticket) {
+				to = append(to, w)
+			}
+		}
+	}
+	ls.mu.Unlock()
+	woke := false
+	for _, w := range to {
+		woke = w.released(i, payload) || woke
+	}
+	if woke {
+		runtime.Gosched()
 	}
 }
 

@@ -140,18 +140,19 @@ func (w *wakeup) gateOn(i int) {
 // line (the queue, not the line, orders fair waiters), and a grant of its
 // latest attempt's token is recorded for claim (fair.go). A waiter that
 // is not fair takes a grant to anyone as no release: the key is held.
-func (w *wakeup) released(i int, payload string) {
+// It reports whether it woke the waiter.
+func (w *wakeup) released(i int, payload string) bool {
 	grant, next, token := splitAnnouncement(payload)
 	w.mu.Lock()
 	named := next != "" && next == w.ticket
 	switch {
 	case grant && w.ticket == "", next != "" && w.ticket != "" && !named:
 		w.mu.Unlock()
-		return
+		return false
 	case !grant:
 		if _, mine := w.own[token]; mine && token != "" {
 			w.mu.Unlock()
-			return
+			return false
 		}
 	}
 	if grant && named && token == w.grantTok {
@@ -168,7 +169,9 @@ func (w *wakeup) released(i int, payload string) {
 	w.mu.Unlock()
 	if fire && (named || w.first()) {
 		w.wake()
+		return true
 	}
+	return false
 }
 
 // splitAnnouncement splits a release announcement. release.lua announces

@@ -173,7 +173,11 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 	}
 	for i := range st {
 		d := &st[i]
-		switch {
+		switch g, grants := d.p.(GrantPending); {
+		case grants && op == "release":
+			var grant string
+			d.ok, grant, d.err = g.FinishGrant()
+			s.handOver(i, grant, d.err)
 		case d.p != nil:
 			d.ok, d.err = d.p.Finish()
 		case d.fp != nil: // split allows it for an aheadCounter only

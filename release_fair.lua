@@ -3,8 +3,11 @@
 -- KEYS[4] its queue, expiries and grants (acquire_fair.lua); ARGV[1]
 -- token ("" to leave without a lock), ARGV[2] announce ("1" PUBLISH,
 -- "2" SPUBLISH, else none, as in release.lua), ARGV[3] ticket, ARGV[4]
--- "1" to grant the key to the next waiter, else only to name it.
--- Returns 1 if the key was deleted, 0 otherwise.
+-- "1" to grant the key to the next waiter, else only to name it;
+-- ARGV[5] "1" to return, rather than announce, a grant to a waiter of the
+-- releasing ticket's own locker (below).
+-- Returns 1 if the key was deleted, 0 otherwise; or, having deleted it,
+-- the grant it did not announce.
 --
 -- It removes the ticket's entry, whether or not the key still held the
 -- token (the Lock call is over either way), and deletes the key if it
@@ -24,6 +27,10 @@
 -- The grant, or the name, goes to the head's locker's channel when its
 -- ticket begins with a locker's id and "." (the key's channel, followed
 -- by ":" and the id), so that only the process it runs in hears it.
+-- With ARGV[5] "1", a grant to a head whose ticket begins with the same
+-- locker's id as ARGV[3] is not announced at all but returned: the
+-- releasing process hands it to its own waiter itself (FairHander), and
+-- saves the subscriber in that process a wake-up.
 local held = redis.call("get", KEYS[1])
 local mine = held and held == ARGV[1]
 local grants = nil
@@ -70,7 +77,11 @@ for _, ticket in ipairs(redis.call("zrange", KEYS[2], 0, 7)) do
 		-- on that locker's channel alone (FairQueuer.NotifyGrants).
 		local dot = string.find(ticket, ".", 1, true)
 		if dot then
-			channel = channel .. ":" .. string.sub(ticket, 1, dot - 1)
+			local locker = string.sub(ticket, 1, dot)
+			if ARGV[5] == "1" and g and ARGV[4] == "1" and string.sub(ARGV[3], 1, dot) == locker then
+				return msg
+			end
+			channel = channel .. ":" .. string.sub(locker, 1, dot - 1)
 		end
 		break
 	end

@@ -230,3 +230,38 @@ func TestOwnLockRecords(t *testing.T) {
 	assert.Equal(t, minSweep, ls.sweepAt)
 	assert.True(t, ls.holds("later", now.Add(time.Second)))
 }
+
+// A grant that a release of this locker returned instead of announcing
+// it (GrantPending) reaches the fair waiter it names through handGrant,
+// as its announcement would have: on a quorum of the nodes that refused
+// the waiter's latest attempt, the waiter may claim it. Other waiters of
+// the line hear nothing of it. An unknown outcome ("") tells every fair
+// waiter of the key that the node may have released.
+func TestHandGrantReachesTheNamedWaiter(t *testing.T) {
+	w := fairWaiter(t) // ticket "T", second in its line
+	ls, key := w.lines, t.Name()
+	other := newWakeup(5, ls)
+	other.ticket, other.granted, other.trusted = "U", make([]bool, 5), make([]bool, 5)
+	other.subscribed([]bool{true, true, true, true, true}, quorum(5))
+	ls.join(key, other)
+	t.Cleanup(other.leave)
+	for _, v := range []*wakeup{w, other} {
+		v.begin("tok-" + v.ticket)
+		v.end(refusedEverywhere)
+	}
+
+	ls.handGrant(key, 0, "grant=T tok-T")
+	ls.handGrant(key, 1, "grant=T tok-T")
+	assert.False(t, w.claimableLocked() || woke(w), "granted on two nodes of five")
+	ls.handGrant("another key", 2, "grant=T tok-T")
+	assert.False(t, w.claimableLocked() || woke(w), "a grant of another key")
+	ls.handGrant(key, 2, "grant=T tok-T")
+	assert.True(t, w.claimableLocked(), "granted on a quorum of the nodes that refused")
+	assert.True(t, woke(w), "named: woken though second in line")
+	assert.False(t, other.claimableLocked() || woke(other), "the grants named another waiter")
+
+	ls.handGrant(key, 3, "")
+	assert.False(t, other.held[3], "an unknown outcome frees the node for every fair waiter")
+	assert.False(t, w.held[3])
+	assert.False(t, woke(other), "one node of five is no quorum")
+}

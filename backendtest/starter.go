@@ -243,6 +243,52 @@ var fairStarterChecks = []check{
 		}
 		n.mustReleaseFair(key, n.mustGrantFair(key, "b", 2), "b")
 	}},
+	// A started ReleaseFair whose Pending is a GrantPending, announced,
+	// returns rather than announces its grant to a waiter of the releasing
+	// ticket's own locker (tickets "L.a" and "L.b"), and announces, not
+	// returns, a grant to another locker's ("M.e"); Finish reports the
+	// release either way.
+	{"GrantPending", func(n *node) {
+		s := n.fairStarter()
+		key := n.key()
+		ctx, cancel := n.ctx()
+		defer cancel()
+		ta := n.mustGrantFair(key, "L.a", 1)
+		tb, _, _ := n.fair(key, "L.b", 2, longTTL)
+		p := s.StartReleaseFair(ctx, key, ta, "L.a", true)
+		g, ok := p.(redlock.GrantPending)
+		if !ok {
+			_, _ = n.finish("StartReleaseFair", p)
+			n.t.Skipf("%T's StartReleaseFair returns no redlock.GrantPending (optional)", n.b)
+		}
+		if ok, grant, err := g.FinishGrant(); err != nil || !ok || grant != "grant=L.b "+tb {
+			n.t.Fatalf("FinishGrant of the release before the locker's own waiter = %v, %q, %v; want true, %q, nil", ok, grant, err, "grant=L.b "+tb)
+		}
+		if !n.releaseFair(key, tb, "L.b") {
+			n.t.Fatal("the key does not hold the token the returned grant names")
+		}
+		td := n.mustGrantFair(key, "L.d", 4)
+		te, _, _ := n.fair(key, "M.e", 5, longTTL)
+		g = s.StartReleaseFair(ctx, key, td, "L.d", true).(redlock.GrantPending)
+		if ok, grant, err := g.FinishGrant(); err != nil || !ok || grant != "" {
+			n.t.Fatalf("FinishGrant of the release before another locker's waiter = %v, %q, %v; want true, \"\", nil (announced)", ok, grant, err)
+		}
+		if !n.releaseFair(key, te, "M.e") {
+			n.t.Fatal("the release did not grant the key to another locker's waiter")
+		}
+		tf := n.mustGrantFair(key, "L.f", 6)
+		n.mustQueue(key, "L.g", 7, longTTL, 1)
+		if ok, err := n.finish("StartReleaseFair", s.StartReleaseFair(ctx, key, tf, "L.f", true)); err != nil || !ok {
+			n.t.Fatalf("Finish of a release that returned its grant = %v, %v; want true, nil", ok, err)
+		}
+		if !n.isHeld(key) {
+			n.t.Fatal("a release whose grant Finish dropped left the key free: the grant was not made")
+		}
+		n.leave(key, "L.g") // gives the grant back
+		if n.isHeld(key) {
+			n.t.Fatal("LeaveQueue did not give back the grant the release made")
+		}
+	}},
 	// A call whose context is done at Start sends nothing, and its
 	// FinishFair returns the context's error at once.
 	{"Canceled", func(n *node) {

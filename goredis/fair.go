@@ -50,9 +50,13 @@ func (g *wireNode) StartAcquireFair(ctx context.Context, key, token string, ttl 
 }
 
 // StartReleaseFair sends ReleaseFair's script on the node's own
-// connection and returns at once (redlock.FairStarter).
+// connection and returns at once (redlock.FairStarter). A grant to a
+// waiter of the releasing ticket's own locker is not announced: the
+// Pending's FinishGrant returns it (redlock.GrantPending).
 func (g *wireNode) StartReleaseFair(ctx context.Context, key, token, ticket string, announce bool) redlock.Pending {
-	return g.w.start(ctx, releaseFairCommand(key, token, ticket, announce, "1"))
+	cmd := releaseFairCommand(key, token, ticket, announce, "1")
+	cmd.hands = true
+	return g.w.start(ctx, cmd)
 }
 
 func acquireFairCommand(key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -440,16 +441,7 @@ func TestHubLingers(t *testing.T) {
 
 // subscribes returns how many SUBSCRIBE commands the server ran.
 func subscribes(t *testing.T, c *redis.Client) string {
-	t.Helper()
-	info, err := c.Info(t.Context(), "commandstats").Result()
-	require.NoError(t, err)
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_subscribe:calls="); ok {
-			calls, _, _ := strings.Cut(rest, ",")
-			return calls
-		}
-	}
-	return "0"
+	return strconv.Itoa(commandCalls(t, c, "subscribe"))
 }
 
 // TestHubLingeringConnectionDropped: a connection dropped while its

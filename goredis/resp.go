@@ -59,48 +59,65 @@ const (
 	replyStatus = '+' // +OK: ok is set
 	replyNil    = '_' // $-1 or *-1: neither set
 	replyInt    = ':' // :n: n is set
+	replyBulk   = '$' // $len: the string is returned (a fair release's unannounced grant)
 )
 
+// maxBulk bounds a bulk string reply: the lock scripts return short ones
+// only (a grant: a ticket and a token).
+const maxBulk = 1024
+
 // readReply reads one reply of the lock commands: a status (+OK), a nil
-// ($-1, *-1), an integer (:n), or an error reply, returned as a respError
-// with the connection still in step (the reply was read whole). Any other
-// reply (a bulk string, an array, ...), a malformed one or a read error
-// is fatal: the stream is out of step, and the caller must close the
-// connection.
-func readReply(r *bufio.Reader) (kind byte, n int64, err error, fatal bool) {
+// ($-1, *-1), an integer (:n), a bulk string of at most maxBulk bytes
+// (bulk), or an error reply, returned as a respError with the connection
+// still in step (the reply was read whole). Any other reply (an array,
+// a longer string, ...), a malformed one or a read error is fatal: the
+// stream is out of step, and the caller must close the connection.
+func readReply(r *bufio.Reader) (kind byte, n int64, bulk string, err error, fatal bool) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			err = fmt.Errorf("%w: a reply line longer than %d bytes", errProtocol, r.Size())
 		}
-		return 0, 0, err, true
+		return 0, 0, "", err, true
 	}
 	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return 0, 0, fmt.Errorf("%w: %q", errProtocol, line), true
+		return 0, 0, "", fmt.Errorf("%w: %q", errProtocol, line), true
 	}
 	body := line[1 : len(line)-2]
 	switch line[0] {
 	case '+':
-		return replyStatus, 0, nil, false
+		return replyStatus, 0, "", nil, false
 	case '-':
-		return 0, 0, respError(body), false
+		return 0, 0, "", respError(body), false
 	case ':':
 		v, ok := parseInt(body)
 		if !ok {
-			return 0, 0, fmt.Errorf("%w: integer %q", errProtocol, body), true
+			return 0, 0, "", fmt.Errorf("%w: integer %q", errProtocol, body), true
 		}
-		return replyInt, v, nil, false
+		return replyInt, v, "", nil, false
 	case '$', '*':
 		v, ok := parseInt(body)
 		if !ok {
-			return 0, 0, fmt.Errorf("%w: length %q", errProtocol, body), true
+			return 0, 0, "", fmt.Errorf("%w: length %q", errProtocol, body), true
 		}
 		if v < 0 {
-			return replyNil, 0, nil, false
+			return replyNil, 0, "", nil, false
 		}
-		return 0, 0, fmt.Errorf("%w: %q", errProtocol, bytes.TrimSpace(line)), true
+		if line[0] == '$' && v <= maxBulk {
+			b, err := r.Peek(int(v) + 2)
+			if err != nil {
+				return 0, 0, "", err, true
+			}
+			if b[v] != '\r' || b[v+1] != '\n' {
+				return 0, 0, "", fmt.Errorf("%w: bulk string of %d bytes not ended by CRLF", errProtocol, v), true
+			}
+			bulk = string(b[:v])
+			_, _ = r.Discard(int(v) + 2)
+			return replyBulk, 0, bulk, nil, false
+		}
+		return 0, 0, "", fmt.Errorf("%w: %q", errProtocol, bytes.TrimSpace(line)), true
 	}
-	return 0, 0, fmt.Errorf("%w: %q", errProtocol, bytes.TrimSpace(line)), true
+	return 0, 0, "", fmt.Errorf("%w: %q", errProtocol, bytes.TrimSpace(line)), true
 }
 
 // parseInt parses a RESP integer without allocating.

@@ -51,30 +51,36 @@ func TestReadReply(t *testing.T) {
 		n     int64
 		err   string // a substring of the error; "" for none
 		fatal bool
+		bulk  string
 	}{
-		{"+OK\r\n", replyStatus, 0, "", false},
-		{"$-1\r\n", replyNil, 0, "", false},
-		{"*-1\r\n", replyNil, 0, "", false},
-		{":1\r\n", replyInt, 1, "", false},
-		{":-42\r\n", replyInt, -42, "", false},
-		{":9223372036854775807\r\n", replyInt, 9223372036854775807, "", false},
-		{"-NOSCRIPT No matching script\r\n", 0, 0, "NOSCRIPT No matching script", false},
-		{"-READONLY You can't write against a read only replica.\r\n", 0, 0, "READONLY", false},
+		{"+OK\r\n", replyStatus, 0, "", false, ""},
+		{"$-1\r\n", replyNil, 0, "", false, ""},
+		{"*-1\r\n", replyNil, 0, "", false, ""},
+		{":1\r\n", replyInt, 1, "", false, ""},
+		{":-42\r\n", replyInt, -42, "", false, ""},
+		{":9223372036854775807\r\n", replyInt, 9223372036854775807, "", false, ""},
+		{"-NOSCRIPT No matching script\r\n", 0, 0, "NOSCRIPT No matching script", false, ""},
+		{"-READONLY You can't write against a read only replica.\r\n", 0, 0, "READONLY", false, ""},
 		// Malformed or unexpected: the stream is out of step.
-		{"+OK\n", 0, 0, "unexpected reply", true},
-		{":1x\r\n", 0, 0, "integer", true},
-		{":99999999999999999999\r\n", 0, 0, "integer", true},
-		{":\r\n", 0, 0, "unexpected reply", true},
-		{"$3\r\nabc\r\n", 0, 0, "unexpected reply", true},
-		{"*2\r\n:1\r\n:2\r\n", 0, 0, "unexpected reply", true},
-		{"?what\r\n", 0, 0, "unexpected reply", true},
-		{"+O", 0, 0, "EOF", true},
-		{"", 0, 0, "EOF", true},
+		{"+OK\n", 0, 0, "unexpected reply", true, ""},
+		{":1x\r\n", 0, 0, "integer", true, ""},
+		{":99999999999999999999\r\n", 0, 0, "integer", true, ""},
+		{":\r\n", 0, 0, "unexpected reply", true, ""},
+		// A bulk string (a fair release's grant), short ones only.
+		{"$3\r\nabc\r\n", replyBulk, 0, "", false, "abc"},
+		{"$0\r\n\r\n", replyBulk, 0, "", false, ""},
+		{"$3\r\nabcd\r\n", 0, 0, "not ended by CRLF", true, ""},
+		{"$5\r\nab", 0, 0, "EOF", true, ""},
+		{"$1025\r\n" + strings.Repeat("x", 1025) + "\r\n", 0, 0, "unexpected reply", true, ""},
+		{"*2\r\n:1\r\n:2\r\n", 0, 0, "unexpected reply", true, ""},
+		{"?what\r\n", 0, 0, "unexpected reply", true, ""},
+		{"+O", 0, 0, "EOF", true, ""},
+		{"", 0, 0, "EOF", true, ""},
 	}
 	for _, c := range cases {
-		kind, n, err, fatal := readReply(bufio.NewReader(strings.NewReader(c.in)))
-		if kind != c.kind || n != c.n || fatal != c.fatal {
-			t.Errorf("readReply(%q) = %q, %d, fatal %v; want %q, %d, fatal %v", c.in, kind, n, fatal, c.kind, c.n, c.fatal)
+		kind, n, bulk, err, fatal := readReply(bufio.NewReader(strings.NewReader(c.in)))
+		if kind != c.kind || n != c.n || bulk != c.bulk || fatal != c.fatal {
+			t.Errorf("readReply(%q) = %q, %d, %q, fatal %v; want %q, %d, %q, fatal %v", c.in, kind, n, bulk, fatal, c.kind, c.n, c.bulk, c.fatal)
 		}
 		switch {
 		case c.err == "" && err != nil:
@@ -86,19 +92,19 @@ func TestReadReply(t *testing.T) {
 }
 
 func TestReadReplyErrors(t *testing.T) {
-	_, _, err, _ := readReply(bufio.NewReader(strings.NewReader("-NOSCRIPT No matching script\r\n")))
+	_, _, _, err, _ := readReply(bufio.NewReader(strings.NewReader("-NOSCRIPT No matching script\r\n")))
 	if !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		t.Errorf("an error reply %v is not recognised by redis.HasErrorPrefix", err)
 	}
-	_, _, err, fatal := readReply(bufio.NewReader(strings.NewReader(":x\r\n")))
+	_, _, _, err, fatal := readReply(bufio.NewReader(strings.NewReader(":x\r\n")))
 	if !fatal || !errors.Is(err, errProtocol) {
 		t.Errorf("a malformed integer gave %v (fatal %v), want errProtocol, fatal", err, fatal)
 	}
-	_, _, err, fatal = readReply(bufio.NewReaderSize(strings.NewReader("+"+strings.Repeat("x", 100)+"\r\n"), 16))
+	_, _, _, err, fatal = readReply(bufio.NewReaderSize(strings.NewReader("+"+strings.Repeat("x", 100)+"\r\n"), 16))
 	if !fatal || !errors.Is(err, errProtocol) {
 		t.Errorf("a line longer than the buffer gave %v (fatal %v), want errProtocol, fatal", err, fatal)
 	}
-	_, _, err, fatal = readReply(bufio.NewReader(strings.NewReader("")))
+	_, _, _, err, fatal = readReply(bufio.NewReader(strings.NewReader("")))
 	if !fatal || !errors.Is(err, io.EOF) {
 		t.Errorf("an empty stream gave %v (fatal %v), want io.EOF, fatal", err, fatal)
 	}
@@ -112,7 +118,7 @@ func TestReadReplyAllocatesNothing(t *testing.T) {
 		r.Reset(replies)
 		br.Reset(r)
 		for range 4 {
-			if _, _, err, _ := readReply(br); err != nil {
+			if _, _, _, err, _ := readReply(br); err != nil {
 				t.Fatal(err)
 			}
 		}

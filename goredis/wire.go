@@ -138,6 +138,7 @@ type command struct {
 	token  string
 	next   string // Transfer's new token, after token; "" for none
 	flag   string // Release's announce flag; "" when n is the last argument
+	hands  bool   // FairLua.Release returns, not announces, a grant to the releasing locker's waiter (ARGV[5])
 	n      int64  // TTL in ms, or a fence
 	// The fair scripts' other arguments (queued): FairLua.Acquire's
 	// (token, n as the TTL, then ticket, score, stay, attempt), or, with
@@ -163,6 +164,8 @@ func (c *command) encode(b []byte, eval bool) []byte {
 	switch {
 	case c.fenced:
 		n = 7
+	case c.queued && c.flag != "" && c.hands:
+		n = 12
 	case c.queued && c.flag != "":
 		n = 11
 	case c.queued:
@@ -198,7 +201,11 @@ func (c *command) encode(b []byte, eval bool) []byte {
 		if c.flag != "" {
 			b = appendBulk(b, c.flag)
 			b = appendBulk(b, c.ticket)
-			return appendBulk(b, c.grant)
+			b = appendBulk(b, c.grant)
+			if c.hands {
+				b = appendBulk(b, "1")
+			}
+			return b
 		}
 		b = appendBulkInt(b, c.n)
 		b = appendBulk(b, c.ticket)
@@ -236,6 +243,7 @@ type wcall struct {
 	done  chan struct{} // capacity 1: receives once the sender read the reply
 	kind  byte
 	n     int64
+	bulk  string // a bulk reply's string (replyBulk)
 	err   error
 }
 
@@ -313,7 +321,7 @@ func (w *wire) startSender() {
 
 // finish waits for c's reply (see start) and returns it: the reply's kind
 // and integer, or the error. c is recycled.
-func (c *wcall) finish() (kind byte, n int64, err error) {
+func (c *wcall) finish() (kind byte, n int64, bulk string, err error) {
 	w := c.w
 	state := c.state
 	if state == stSolo {
@@ -335,7 +343,7 @@ func (c *wcall) finish() (kind byte, n int64, err error) {
 			// most lateRead.
 			_ = w.conn.SetReadDeadline(time.Now().Add(lateRead))
 		}
-		c.kind, c.n, c.err = w.read()
+		c.kind, c.n, c.bulk, c.err = w.read()
 		w.land()
 	case stQueued:
 		select {
@@ -349,7 +357,7 @@ func (c *wcall) finish() (kind byte, n int64, err error) {
 				w.mu.Unlock()
 				err := c.ctx.Err()
 				c.recycle()
-				return 0, 0, err
+				return 0, 0, "", err
 			}
 			select {
 			case <-c.done: // it landed just now: the reply is there
@@ -363,13 +371,13 @@ func (c *wcall) finish() (kind byte, n int64, err error) {
 					_ = w.flight.SetDeadline(time.Now())
 				}
 				w.mu.Unlock()
-				return 0, 0, c.ctx.Err()
+				return 0, 0, "", c.ctx.Err()
 			}
 		}
 	}
-	kind, n, err = c.kind, c.n, c.err
+	kind, n, bulk, err = c.kind, c.n, c.bulk, c.err
 	c.recycle()
-	return kind, n, err
+	return kind, n, bulk, err
 }
 
 func (c *wcall) recycle() {
@@ -457,7 +465,7 @@ func (w *wire) send() {
 		if carry != nil && err != nil {
 			carry.err = err // the connection it went out on is closed
 		} else if carry != nil {
-			carry.kind, carry.n, carry.err = w.read()
+			carry.kind, carry.n, carry.bulk, carry.err = w.read()
 			if w.conn == nil { // the read failed: the rest are lost with the connection
 				err = carry.err
 			}
@@ -467,7 +475,7 @@ func (w *wire) send() {
 				c.err = err
 				continue
 			}
-			c.kind, c.n, c.err = w.read()
+			c.kind, c.n, c.bulk, c.err = w.read()
 			if w.conn == nil { // the read failed: the rest are lost with the connection
 				err = c.err
 			}
@@ -541,13 +549,13 @@ func (w *wire) write(ctx context.Context, d time.Time, calls ...*wcall) error {
 
 // read, by the holder of the connection, reads one reply. An error reply
 // leaves the connection in step; any other error closes it.
-func (w *wire) read() (kind byte, n int64, err error) {
-	kind, n, err, fatal := readReply(w.br)
+func (w *wire) read() (kind byte, n int64, bulk string, err error) {
+	kind, n, bulk, err, fatal := readReply(w.br)
 	if fatal {
 		w.drop()
-		return 0, 0, w.fail(err)
+		return 0, 0, "", w.fail(err)
 	}
-	return kind, n, err
+	return kind, n, bulk, err
 }
 
 func (w *wire) fail(err error) error {
@@ -624,7 +632,7 @@ func (w *wire) dial(ctx context.Context, d time.Time) error {
 				break
 			}
 			var kind byte
-			kind, _, err, _ = readReply(br)
+			kind, _, _, err, _ = readReply(br)
 			if err == nil && kind != replyStatus {
 				err = fmt.Errorf("%w to %s", errProtocol, step)
 			} else if err != nil {
@@ -655,16 +663,17 @@ func (w *wire) close() error {
 // do runs cmd and returns its reply. A script the node does not know
 // (NOSCRIPT: it ran nothing) is sent again as EVAL, which is no resend.
 func (w *wire) do(ctx context.Context, cmd command) (kind byte, n int64, err error) {
-	kind, n, err = w.start(ctx, cmd).finish()
-	return w.noScript(ctx, cmd, kind, n, err)
+	kind, n, bulk, err := w.start(ctx, cmd).finish()
+	kind, n, _, err = w.noScript(ctx, cmd, kind, n, bulk, err)
+	return kind, n, err
 }
 
-func (w *wire) noScript(ctx context.Context, cmd command, kind byte, n int64, err error) (byte, int64, error) {
+func (w *wire) noScript(ctx context.Context, cmd command, kind byte, n int64, bulk string, err error) (byte, int64, string, error) {
 	if err != nil && cmd.op == opScript && !cmd.eval && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		cmd.eval = true
 		return w.start(ctx, cmd).finish()
 	}
-	return kind, n, err
+	return kind, n, bulk, err
 }
 
 // replyBool is the answer of a command that sets or changes a key: SET's
@@ -703,17 +712,33 @@ func opName(o op) string {
 
 // Finish is redlock.Pending's: the reply of a started Acquire, Release,
 // Extend, Transfer or ReleaseFair (wireNode).
+//
+// Of a ReleaseFair that returned its grant instead of announcing it (see
+// FinishGrant), Finish reports the release and drops the grant.
 func (c *wcall) Finish() (bool, error) {
+	ok, _, err := c.FinishGrant()
+	return ok, err
+}
+
+// FinishGrant is redlock.GrantPending's: Finish's answer, and of a started
+// ReleaseFair, the grant FairLua.Release returned to the releasing locker
+// instead of announcing it ("" when it made none, or announced it).
+func (c *wcall) FinishGrant() (ok bool, grant string, err error) {
 	w, ctx, cmd := c.w, c.ctx, c.cmd
-	kind, n, err := c.finish()
-	kind, n, err = w.noScript(ctx, cmd, kind, n, err)
-	return replyBool(cmd.op, kind, n, err)
+	kind, n, bulk, err := c.finish()
+	kind, n, bulk, err = w.noScript(ctx, cmd, kind, n, bulk, err)
+	if err == nil && kind == replyBulk && cmd.hands {
+		return true, bulk, nil // it deleted the key, then granted
+	}
+	ok, err = replyBool(cmd.op, kind, n, err)
+	return ok, "", err
 }
 
 // FinishFair is redlock.FairPending's: the reply of a started
 // AcquireFair (wireNode).
 func (c *wcall) FinishFair() (bool, int64, error) {
 	w, ctx, cmd := c.w, c.ctx, c.cmd
-	kind, n, err := c.finish()
-	return fairReply(scriptInt(w.noScript(ctx, cmd, kind, n, err)))
+	kind, n, bulk, err := c.finish()
+	kind, n, _, err = w.noScript(ctx, cmd, kind, n, bulk, err)
+	return fairReply(scriptInt(kind, n, err))
 }

@@ -181,7 +181,7 @@ func scripted(t *testing.T, replies ...string) (addr string, conns *atomic.Int64
 }
 
 func TestWireMalformedReplyClosesTheConnection(t *testing.T) {
-	for _, bad := range []string{"?bogus\r\n", "$3\r\nabc\r\n", ":12x\r\n", "+OK\n"} {
+	for _, bad := range []string{"?bogus\r\n", "*2\r\n:1\r\n:2\r\n", "$3\r\nabcd\r\n", ":12x\r\n", "+OK\n"} {
 		addr, conns := scripted(t, bad, "+OK\r\n")
 		n := wired(t, redistest.Client(t, addr))
 		_, err := n.Acquire(t.Context(), "k", "tok", time.Minute)
@@ -194,10 +194,12 @@ func TestWireMalformedReplyClosesTheConnection(t *testing.T) {
 }
 
 func TestWireUnexpectedReplyKind(t *testing.T) {
-	addr, _ := scripted(t, ":1\r\n")
-	n := wired(t, redistest.Client(t, addr))
-	_, err := n.Acquire(t.Context(), "k", "tok", time.Minute) // SET answered with an integer
-	assert.ErrorIs(t, err, errProtocol)
+	for _, odd := range []string{":1\r\n", "$3\r\nabc\r\n"} { // SET answered with an integer, a string
+		addr, _ := scripted(t, odd)
+		n := wired(t, redistest.Client(t, addr))
+		_, err := n.Acquire(t.Context(), "k", "tok", time.Minute)
+		assert.ErrorIs(t, err, errProtocol, "reply %q", odd)
+	}
 }
 
 // TestWireQueuedCallerWithdraws: a caller queued behind a batch in flight

@@ -1,0 +1,97 @@
+package goredis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A fair release whose queue's head is a waiter of the releasing Lock's
+// own locker hands it the key in its reply (redlock.GrantPending): the
+// nodes publish nothing, and the waiter takes the granted lock without an
+// attempt of its own. A waiter of another locker (another process) is
+// announced its grant, as before.
+func TestFairGrantWithinTheLocker(t *testing.T) {
+	srv := redistest.Start(t, 3)
+	direct := make([]*redis.Client, len(srv.Servers))
+	for i, s := range srv.Servers {
+		direct[i] = redistest.Client(t, s.Addr())
+	}
+	locker := func() *redlock.Redlock {
+		nodes := make([]redlock.Backend, len(srv.Servers))
+		for i, s := range srv.Servers {
+			b, err := New(redistest.Client(t, s.Addr()))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = b.(*wireNode).Close() })
+			nodes[i] = b
+		}
+		// Delays far longer than the test: only the release can end the wait.
+		rl, err := redlock.New(nodes, redlock.WithFairness(), redlock.WithTTL(30*time.Second),
+			redlock.WithStrategy(redlock.Retry(2, time.Minute)))
+		require.NoError(t, err)
+		return rl
+	}
+	// counts returns what the nodes ran of cmd, summed.
+	counts := func(cmd string) int {
+		n := 0
+		for _, c := range direct {
+			n += commandCalls(t, c, cmd)
+		}
+		return n
+	}
+	scripts := func() int { return counts("eval") + counts("evalsha") } // the first on a connection is an EVAL
+	// handOff locks key on holder, starts a Lock of key on waiter, waits
+	// until that call made attempts attempts on every node, then unlocks
+	// and returns the waiter's lock, and the scripts and PUBLISHes the
+	// nodes ran from the Unlock on.
+	handOff := func(key string, holder, waiter *redlock.Redlock, attempts int) (*redlock.Lock, int, int) {
+		held, err := holder.Lock(t.Context(), key)
+		require.NoError(t, err)
+		before := scripts()
+		got := make(chan *redlock.Lock, 1)
+		go func() {
+			l, err := waiter.Lock(t.Context(), key)
+			assert.NoError(t, err)
+			got <- l
+		}()
+		testwait.Until(t, key+": the waiter's attempts", func() bool { return scripts() >= before+attempts*len(direct) })
+		before, published := scripts(), counts("publish")
+		require.NoError(t, held.Unlock(t.Context()))
+		var l *redlock.Lock
+		select {
+		case l = <-got:
+		case <-time.After(testwait.Watchdog):
+			t.Fatalf("%s: watchdog: the waiter did not get the lock", key)
+		}
+		require.NotNil(t, l, key)
+		for _, c := range direct {
+			v, err := c.Get(t.Context(), key).Result()
+			require.NoError(t, err)
+			assert.Equal(t, l.Token(), v, "%s: every node holds the waiter's token", key)
+		}
+		return l, scripts() - before, counts("publish") - published
+	}
+	mine, theirs := locker(), locker()
+	const key = "fair:within"
+
+	// Contended: the locker's next fair call on the key subscribes before
+	// its first attempt, and that attempt is its only one.
+	l, _, _ := handOff(key, mine, mine, 1)
+	require.NoError(t, l.Unlock(t.Context()))
+	l, ran, published := handOff(key, mine, mine, 1)
+	assert.Equal(t, len(direct), ran, "the release, and no attempt of the waiter's")
+	assert.Zero(t, published, "a grant within the locker is not announced")
+	require.NoError(t, l.Unlock(t.Context()))
+
+	// Another locker's waiter: queued, subscribed, queued again.
+	l, ran, published = handOff(key, mine, theirs, 2)
+	assert.Equal(t, len(direct), ran, "the release, and no attempt of the waiter's")
+	assert.Equal(t, len(direct), published, "the grant announced on every node")
+	require.NoError(t, l.Unlock(t.Context()))
+}
