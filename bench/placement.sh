@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Lock+Unlock at one node and one goroutine with the client and the
-# redis-server pinned to CPUs: on the same CPU, and on different ones.
+# The one-goroutine scenarios at one node (Lock+Unlock, TryLockHeld,
+# Extend) with the client and the redis-server pinned to CPUs: on the
+# same CPU, and on different ones.
 #
-# At one node a Lock+Unlock is two round trips, and on a virtual machine
+# At one node a Lock+Unlock is two round trips (the others one), and on a virtual machine
 # whose idle CPUs sleep, a round trip between processes on two CPUs costs
 # a wake-up of each (tens of µs) where on one CPU it costs a context
 # switch. Unpinned, the kernel moves the client's threads and the server
@@ -19,8 +20,9 @@
 # once) runs on SERVER_CPU ("same") and on CLIENT_CPU (default 0,
 # "cross"), the layouts alternating round by round. Writes
 # OUT/placement.txt (every benchmark line, prefixed with its layout) and
-# prints, per layout, each contender's median ns/op and this library's
-# rate over it. Needs redis-server and taskset on PATH and two CPUs.
+# OUT/placement.md: per layout and scenario, each contender's median
+# ns/op and this library's rate over it. Needs redis-server and taskset
+# on PATH and two CPUs.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,6 +32,7 @@ SERVER_CPU=${SERVER_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
 OUT=${OUT:-results}
 IMPLS=${IMPLS:-redlock|redislock|raw|redsync}
+SCENARIOS=${SCENARIOS:-LockUnlock|TryLockHeld|Extend}
 for tool in redis-server taskset; do
 	command -v "$tool" >/dev/null || { echo "placement.sh: $tool not found" >&2; exit 1; }
 done
@@ -61,15 +64,19 @@ for round in $(seq "$ROUNDS"); do
 		cpu=$SERVER_CPU
 		[ "$layout" = cross ] && cpu=$CLIENT_CPU
 		REDLOCK_BENCH_ADDRS=127.0.0.1:$port taskset -c "$cpu" "$dir/bench.test" -test.run '^$' \
-			-test.bench "^BenchmarkLockUnlock\$/^N=1\$/^impl=($IMPLS)\$" -test.benchtime "$BENCHTIME" -test.count 1 |
+			-test.bench "^Benchmark($SCENARIOS)\$/^N=1\$/^impl=($IMPLS)\$" -test.benchtime "$BENCHTIME" -test.count 1 |
 			awk -v l="$layout" '/^Benchmark/ { print l, $0 }' >>"$OUT/placement.txt"
 	done
 	echo "placement.sh: round $round of $ROUNDS" >&2
 done
 
-# Medians of ns/op per layout and contender, and redlock's ops/s over each.
+# Medians of ns/op per layout, scenario and contender, and redlock's
+# ops/s over each.
 awk '
-	{ sub(/-[0-9]+$/, "", $2); split($2, p, "impl="); k = $1 " " p[2]; v[k, ++n[k]] = $4; layouts[$1]; impls[p[2]] }
+	{
+		sub(/-[0-9]+$/, "", $2); split($2, p, "/N=1/impl="); sub(/^Benchmark/, "", p[1])
+		k = $1 " " p[1] " " p[2]; v[k, ++n[k]] = $4; groups[$1 " " p[1]]; impls[p[2]]
+	}
 	function median(k,   i, j, t, m) {
 		m = n[k]
 		for (i = 1; i <= m; i++) a[i] = v[k, i]
@@ -77,17 +84,18 @@ awk '
 		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 	}
 	END {
-		for (l in layouts) {
-			r = median(l " redlock")
-			for (i in impls) if ((l " " i) in n) {
-				m = median(l " " i)
-				printf "| %s | %s | %.1f | %.2f | %d |\n", l, i, m / 1000, m / r, n[l " " i]
+		for (g in groups) {
+			r = median(g " redlock")
+			for (i in impls) if ((g " " i) in n) {
+				m = median(g " " i)
+				split(g, gs, " ")
+				printf "| %s | %s | %s | %.1f | %.2f | %d |\n", gs[1], gs[2], i, m / 1000, m / r, n[g " " i]
 			}
 		}
 	}
-' "$OUT/placement.txt" | sort -t'|' -k2,2r -k3,3 >"$dir/rows"
+' "$OUT/placement.txt" | sort -t'|' -k2,2r -k3,3 -k4,4 >"$dir/rows"
 {
-	echo "| layout | contender | median µs/op | redlock ÷ it (ops/s) | rounds |"
-	echo "|---|---|---:|---:|---:|"
+	echo "| layout | scenario | contender | median µs/op | redlock ÷ it (ops/s) | rounds |"
+	echo "|---|---|---|---:|---:|---:|"
 	cat "$dir/rows"
 } | tee "$OUT/placement.md"
