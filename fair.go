@@ -71,7 +71,7 @@ import (
 // there as well as the releasing call. Over nodes whose started releases
 // are GrantPendings (goredis's own connection), the release script
 // returns such a grant instead of announcing it, and Unlock hands it to
-// its waiter as each node's reply comes in (handOver), as the
+// its waiter as each node's reply comes in (finishRelease), as the
 // announcement would have, then yields its processor to the waiter it
 // woke (lines.handGrant). One process, 8 workers, one node: the key held
 // by nobody 162 → 145 µs between two holders (p50), 730 → 746
@@ -127,8 +127,11 @@ import (
 //
 // Limits. The scores are wall-clock times of the processes' hosts, so
 // clock skew between hosts tilts the order (not exclusion). A head that
-// is alive but not woken (hand-off off, or an announcement lost) takes
-// its grant, or the free key, only when its backoff delay runs out. A
+// is alive but not woken (hand-off off, an announcement lost, or a
+// grant within the process returned to a release call that had given up
+// on the node: the command ran late, after its caller's timeout) takes
+// its grant, or the free key, only when its backoff delay runs out, and
+// the grant's TTL bounds the key's wait in any case. A
 // waiter two places or more behind makes no attempt while it can wait
 // for its grant (waitsForGrant); if the entries ahead of it expire
 // unannounced (their waiters died), it learns it at its entry's next
@@ -343,20 +346,25 @@ func (f fairHeld) release(ctx context.Context, s scope, b Backend, token string,
 	return b.(FairQueuer).ReleaseFair(ctx, s.key, token, f.ticket, announce)
 }
 
-// handOver gives node i's answer to the release of a fair lock to the
-// locker's own waiters for the key (a grant within the process, above): a
-// grant the node returned instead of announcing it (GrantPending) goes
-// to the waiter it names, as its announcement would have. When the
-// release's outcome is unknown (err), the node may have granted one of
-// them without a word, and the key's fair waiters in the locker's line
-// are told so (payload "", as when a node's subscription was
-// re-established), so that the first of them attempts, and an attempt
-// takes over a grant it finds.
-func (s scope) handOver(i int, grant string, err error) {
-	if _, fair := s.what.(fairHeld); !fair || grant == "" && err == nil {
-		return
+// finishRelease finishes node i's started release of a fair lock
+// (releaseFinisher) and hands its answer to the locker's own waiters for
+// the key (a grant within the process, above): a grant the node returned
+// instead of announcing it (GrantPending) goes to the waiter it names, as
+// its announcement would have. When the release's outcome is unknown
+// (an error), the node may have granted one of them without a word, and
+// the key's fair waiters in the locker's line are told so (payload "",
+// as when a node's subscription was re-established), so that the first
+// of them attempts, and an attempt takes over a grant it finds.
+func (fairHeld) finishRelease(s scope, i int, p Pending) (bool, error) {
+	g, ok := p.(GrantPending)
+	if !ok {
+		return p.Finish()
 	}
-	s.cfg.lines.handGrant(s.key, i, grant)
+	ok, grant, err := g.FinishGrant()
+	if grant != "" || err != nil {
+		s.cfg.lines.handGrant(s.key, i, grant)
+	}
+	return ok, err
 }
 
 // plan sets the stay of the entry that the next attempt refreshes: the

@@ -245,9 +245,9 @@ func (ls *lines) yielded(key string, w *wakeup, start time.Time) {
 }
 
 // handGrant gives node i's announcement payload, a grant one of this
-// locker's releases made without announcing it (fair.go, handOver), to
-// the fair waiter of key it names; payload "" to every fair waiter of
-// key in line. Each takes it as it would the announcement (released),
+// locker's releases made without announcing it (fair.go,
+// fairHeld.finishRelease), to the fair waiter of key it names; payload ""
+// to every fair waiter of key in line. Each takes it as it would the announcement (released),
 // outside the locker's lock. Having woken one, the calling goroutine
 // yields its processor (runtime.Gosched), as sync.Mutex's Unlock does
 // for the waiter it hands the mutex to when starving: the woken waiter

@@ -149,6 +149,13 @@ type aheadCounter interface {
 	counted(ok bool, ahead int64, err error) (bool, error)
 }
 
+// releaseFinisher is a target that finishes its started release calls
+// itself: a fair lock's (fair.go), whose release may return a grant to a
+// waiter of its own locker instead of announcing it (GrantPending).
+type releaseFinisher interface {
+	finishRelease(s scope, i int, p Pending) (bool, error)
+}
+
 // fanOutStarted is fanOut over Starters, without a goroutine: it starts
 // every node's call from the calling goroutine, then finishes each in
 // turn, so the nodes work on their commands at the same time and the
@@ -163,6 +170,8 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 	st := *sp
 	st = slices.Grow(st[:0], len(s.nodes))[:len(s.nodes)]
 	observed := s.cfg.observer != nil
+	rf, finishes := s.what.(releaseFinisher)
+	finishes = finishes && op == "release"
 	for i, b := range s.nodes {
 		d := &st[i]
 		d.Backend, d.st = b, b.(Starter)
@@ -173,11 +182,9 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 	}
 	for i := range st {
 		d := &st[i]
-		switch g, grants := d.p.(GrantPending); {
-		case grants && op == "release":
-			var grant string
-			d.ok, grant, d.err = g.FinishGrant()
-			s.handOver(i, grant, d.err)
+		switch {
+		case d.p != nil && finishes:
+			d.ok, d.err = rf.finishRelease(s, i, d.p)
 		case d.p != nil:
 			d.ok, d.err = d.p.Finish()
 		case d.fp != nil: // split allows it for an aheadCounter only

@@ -265,3 +265,39 @@ func TestHandGrantReachesTheNamedWaiter(t *testing.T) {
 	assert.False(t, w.held[3])
 	assert.False(t, woke(other), "one node of five is no quorum")
 }
+
+// grantPending is a started release's answer, as a GrantPending gives it.
+type grantPending struct {
+	grant string
+	err   error
+}
+
+func (p grantPending) Finish() (bool, error) { return p.err == nil, p.err }
+func (p grantPending) FinishGrant() (bool, string, error) {
+	return p.err == nil, p.grant, p.err
+}
+
+// A fair lock's release round hands a node's returned grant to the waiter
+// it names (fairHeld.finishRelease), and, when the node's answer is an
+// error (the release may have granted unheard), tells the key's fair
+// waiters that the node may have released.
+func TestFinishReleaseHandsTheGrantOver(t *testing.T) {
+	w := fairWaiter(t) // ticket "T"
+	s := scope{key: t.Name(), cfg: &config{lines: w.lines}}
+	w.begin("tok-T")
+	w.end(refusedEverywhere)
+
+	for i := range 3 {
+		ok, err := fairHeld{}.finishRelease(s, i, grantPending{grant: "grant=T tok-T"})
+		assert.True(t, ok)
+		assert.NoError(t, err)
+	}
+	assert.True(t, w.claimableLocked(), "granted on a quorum")
+	assert.True(t, woke(w))
+
+	lost := errors.New("node timeout")
+	ok, err := fairHeld{}.finishRelease(s, 3, grantPending{err: lost})
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, lost)
+	assert.False(t, w.held[3], "an unknown outcome frees the node")
+}
