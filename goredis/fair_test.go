@@ -80,10 +80,32 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	mine, theirs := locker(), locker()
 	const key = "fair:within"
 
+	// A first contention: the waiting call records the key as contended
+	// for its locker. (Its attempt after subscribing may meet the release
+	// on some nodes and not on others; the lock it gets is valid on a
+	// quorum, not necessarily on every node, so nothing is asserted here.)
+	held, err := mine.Lock(t.Context(), key)
+	require.NoError(t, err)
+	before := scripts()
+	got := make(chan error, 1)
+	go func() {
+		l, err := mine.Lock(t.Context(), key)
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	testwait.Until(t, "the first waiter's first attempt", func() bool { return scripts() >= before+len(direct) })
+	require.NoError(t, held.Unlock(t.Context()))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(testwait.Watchdog):
+		t.Fatal("watchdog: the first waiter did not get the lock")
+	}
+
 	// Contended: the locker's next fair call on the key subscribes before
 	// its first attempt, and that attempt is its only one.
-	l, _, _ := handOff(key, mine, mine, 1)
-	require.NoError(t, l.Unlock(t.Context()))
 	l, ran, published := handOff(key, mine, mine, 1)
 	assert.Equal(t, len(direct), ran, "the release, and no attempt of the waiter's")
 	assert.Zero(t, published, "a grant within the locker is not announced")
