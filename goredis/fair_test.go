@@ -46,11 +46,12 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 		return n
 	}
 	scripts := func() int { return counts("eval") + counts("evalsha") } // the first on a connection is an EVAL
+	const key = "fair:within"
 	// handOff locks key on holder, starts a Lock of key on waiter, waits
 	// until that call made attempts attempts on every node, then unlocks
 	// and returns the waiter's lock, and the scripts and PUBLISHes the
 	// nodes ran from the Unlock on.
-	handOff := func(key string, holder, waiter *redlock.Redlock, attempts int) (*redlock.Lock, int, int) {
+	handOff := func(holder, waiter *redlock.Redlock, attempts int) (*redlock.Lock, int, int) {
 		held, err := holder.Lock(t.Context(), key)
 		require.NoError(t, err)
 		before := scripts()
@@ -60,59 +61,41 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 			assert.NoError(t, err)
 			got <- l
 		}()
-		testwait.Until(t, key+": the waiter's attempts", func() bool { return scripts() >= before+attempts*len(direct) })
+		testwait.Until(t, "the waiter's attempts", func() bool { return scripts() >= before+attempts*len(direct) })
 		before, published := scripts(), counts("publish")
 		require.NoError(t, held.Unlock(t.Context()))
-		var l *redlock.Lock
-		select {
-		case l = <-got:
-		case <-time.After(testwait.Watchdog):
-			t.Fatalf("%s: watchdog: the waiter did not get the lock", key)
-		}
-		require.NotNil(t, l, key)
+		l := testwait.Next(t, got)
+		require.NotNil(t, l)
+		return l, scripts() - before, counts("publish") - published
+	}
+	// heldEverywhere asserts that every node holds l's token.
+	heldEverywhere := func(l *redlock.Lock) {
 		for _, c := range direct {
 			v, err := c.Get(t.Context(), key).Result()
 			require.NoError(t, err)
-			assert.Equal(t, l.Token(), v, "%s: every node holds the waiter's token", key)
+			assert.Equal(t, l.Token(), v, "every node holds the waiter's token")
 		}
-		return l, scripts() - before, counts("publish") - published
 	}
 	mine, theirs := locker(), locker()
-	const key = "fair:within"
 
 	// A first contention: the waiting call records the key as contended
 	// for its locker. (Its attempt after subscribing may meet the release
 	// on some nodes and not on others; the lock it gets is valid on a
 	// quorum, not necessarily on every node, so nothing is asserted here.)
-	held, err := mine.Lock(t.Context(), key)
-	require.NoError(t, err)
-	before := scripts()
-	got := make(chan error, 1)
-	go func() {
-		l, err := mine.Lock(t.Context(), key)
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
-	testwait.Until(t, "the first waiter's first attempt", func() bool { return scripts() >= before+len(direct) })
-	require.NoError(t, held.Unlock(t.Context()))
-	select {
-	case err := <-got:
-		require.NoError(t, err)
-	case <-time.After(testwait.Watchdog):
-		t.Fatal("watchdog: the first waiter did not get the lock")
-	}
+	l, _, _ := handOff(mine, mine, 1)
+	require.NoError(t, l.Unlock(t.Context()))
 
 	// Contended: the locker's next fair call on the key subscribes before
 	// its first attempt, and that attempt is its only one.
-	l, ran, published := handOff(key, mine, mine, 1)
+	l, ran, published := handOff(mine, mine, 1)
+	heldEverywhere(l)
 	assert.Equal(t, len(direct), ran, "the release, and no attempt of the waiter's")
 	assert.Zero(t, published, "a grant within the locker is not announced")
 	require.NoError(t, l.Unlock(t.Context()))
 
 	// Another locker's waiter: queued, subscribed, queued again.
-	l, ran, published = handOff(key, mine, theirs, 2)
+	l, ran, published = handOff(mine, theirs, 2)
+	heldEverywhere(l)
 	assert.Equal(t, len(direct), ran, "the release, and no attempt of the waiter's")
 	assert.Equal(t, len(direct), published, "the grant announced on every node")
 	require.NoError(t, l.Unlock(t.Context()))

@@ -38,15 +38,16 @@ func Payloads() (func(string), chan string) {
 	}, ch
 }
 
-// Next returns the next payload from ch, failing t when Watchdog runs out
-// first.
-func Next(t testing.TB, ch <-chan string) string {
+// Next returns the next value from ch (a payload, a result), failing t
+// when Watchdog runs out first.
+func Next[T any](t testing.TB, ch <-chan T) T {
 	t.Helper()
 	select {
-	case p := <-ch:
-		return p
+	case v := <-ch:
+		return v
 	case <-time.After(Watchdog):
-		t.Fatal("watchdog: no notification")
-		return ""
+		t.Fatal("watchdog: nothing received")
+		var zero T
+		return zero
 	}
 }
