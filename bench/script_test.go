@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,9 +47,9 @@ func BenchmarkReleaseScript(b *testing.B) {
 				for range b.N {
 					next := run.prepare()
 					time.Sleep(idle)
-					before := evalUsec(b, c)
+					before := redistest.CommandStats(b, c)["evalsha"].Usec
 					run.release(next)
-					usec += evalUsec(b, c) - before
+					usec += redistest.CommandStats(b, c)["evalsha"].Usec - before
 				}
 				b.ReportMetric(float64(usec)/float64(b.N), "server-us")
 			})
@@ -124,26 +124,4 @@ func releaseScripts(b *testing.B, c *redis.Client, script, key string) scriptRun
 			},
 		}
 	}
-}
-
-// evalUsec is the server's total time in EVALSHA so far, in µs.
-func evalUsec(b *testing.B, c *redis.Client) int64 {
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
-			for f := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "usec="); ok {
-					n, err := strconv.ParseInt(v, 10, 64)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return n
-				}
-			}
-		}
-	}
-	return 0
 }

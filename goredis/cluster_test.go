@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,22 +148,6 @@ func TestClusterRefusesKeys(t *testing.T) {
 	assert.Empty(t, g.hubs, "no subscription for a refused key")
 }
 
-// commandCalls returns how often a master ran command (INFO commandstats,
-// which counts the commands scripts call too).
-func commandCalls(t *testing.T, c *redis.Client, command string) int {
-	t.Helper()
-	info, err := c.Info(t.Context(), "commandstats").Result()
-	require.NoError(t, err)
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+command+":calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
-}
-
 // TestClusterReleaseDoesNotBroadcast: an announced release is one SPUBLISH
 // on the master that owns the key, reaching its sharded subscribers, and
 // no PUBLISH, which a cluster would forward to every node: a plain
@@ -202,7 +185,7 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 			continue
 		}
 		masters++
-		publishes[addr], spublishes[addr] = commandCalls(t, c, "publish"), commandCalls(t, c, "spublish")
+		publishes[addr], spublishes[addr] = redistest.Calls(t, c, "publish"), redistest.Calls(t, c, "spublish")
 		n, err := c.PubSubShardNumSub(ctx, channel).Result()
 		require.NoError(t, err)
 		want := int64(0)
@@ -222,12 +205,12 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 	assert.Equal(t, "tok-b", testwait.Next(t, got), "the sharded subscriber hears the release")
 
 	for addr := range publishes {
-		assert.Equal(t, publishes[addr], commandCalls(t, servers[addr], "publish"), "PUBLISH calls on %s", addr)
+		assert.Equal(t, publishes[addr], redistest.Calls(t, servers[addr], "publish"), "PUBLISH calls on %s", addr)
 		want := spublishes[addr]
 		if addr == owner.Options().Addr {
 			want++
 		}
-		assert.Equal(t, want, commandCalls(t, servers[addr], "spublish"), "SPUBLISH calls on %s", addr)
+		assert.Equal(t, want, redistest.Calls(t, servers[addr], "spublish"), "SPUBLISH calls on %s", addr)
 	}
 	for addr, ps := range plain {
 		msg, err := ps.ReceiveTimeout(ctx, backendtest.Quiet)

@@ -41,7 +41,7 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	counts := func(cmd string) int {
 		n := 0
 		for _, c := range direct {
-			n += commandCalls(t, c, cmd)
+			n += redistest.Calls(t, c, cmd)
 		}
 		return n
 	}

@@ -441,7 +441,7 @@ func TestHubLingers(t *testing.T) {
 
 // subscribes returns how many SUBSCRIBE commands the server ran.
 func subscribes(t *testing.T, c *redis.Client) string {
-	return strconv.Itoa(commandCalls(t, c, "subscribe"))
+	return strconv.Itoa(redistest.Calls(t, c, "subscribe"))
 }
 
 // TestHubLingeringConnectionDropped: a connection dropped while its

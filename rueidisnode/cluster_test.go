@@ -291,7 +291,7 @@ func clusterLostReplies(t *testing.T, seeds []string) {
 	total := func(command string) int { // over the masters: replicas run what they replicate too
 		var n atomic.Int64
 		require.NoError(t, cc.ForEachMaster(t.Context(), func(_ context.Context, c *redis.Client) error {
-			n.Add(int64(calls(t, c, command)))
+			n.Add(int64(redistest.Calls(t, c, command)))
 			return nil
 		}))
 		return int(n.Load())

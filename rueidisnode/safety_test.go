@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,24 +26,6 @@ func proxied(t *testing.T, addr string) *faultproxy.Proxy {
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	return p
-}
-
-// calls returns how many times the server has run command (lower case),
-// from INFO commandstats.
-func calls(t *testing.T, direct *redis.Client, command string) int {
-	t.Helper()
-	info, err := direct.Info(t.Context(), "commandstats").Result()
-	require.NoError(t, err)
-	for line := range strings.SplitSeq(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+command+":calls=")
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-		require.NoError(t, err)
-		return n
-	}
-	return 0
 }
 
 // quiet makes a client whose next reply is always a command's: one
@@ -79,7 +59,7 @@ func newLosing(t *testing.T, addr string) losing {
 func (l losing) lose(t *testing.T, command string, call func(ctx context.Context) error) error {
 	t.Helper()
 	warm(t, l.node)
-	before := calls(t, l.direct, command)
+	before := redistest.Calls(t, l.direct, command)
 	lost := l.proxy.Stats().LostReplies
 	l.proxy.Set(faultproxy.Fault{Kind: faultproxy.LoseReply})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -87,7 +67,7 @@ func (l losing) lose(t *testing.T, command string, call func(ctx context.Context
 	err := call(ctx)
 	l.proxy.Set(faultproxy.Fault{Kind: faultproxy.Pass})
 	require.Equal(t, lost+1, l.proxy.Stats().LostReplies, "one reply was lost")
-	assert.Equal(t, before+1, calls(t, l.direct, command), "%s ran exactly once: never resent", command)
+	assert.Equal(t, before+1, redistest.Calls(t, l.direct, command), "%s ran exactly once: never resent", command)
 	return err
 }
 
@@ -203,7 +183,7 @@ func TestNoscriptFallbackIsNoResend(t *testing.T) {
 	for _, lose := range []bool{false, true} {
 		require.NoError(t, direct.ScriptFlush(t.Context()).Err())
 		key := fmt.Sprintf("{noscript:%v}", lose)
-		evalsha, eval := calls(t, direct, "evalsha"), calls(t, direct, "eval")
+		evalsha, eval := redistest.Calls(t, direct, "evalsha"), redistest.Calls(t, direct, "eval")
 		if lose {
 			loser.arm(t, b, 2) // the NOSCRIPT reply arrives, EVAL's is lost
 		}
@@ -215,8 +195,8 @@ func TestNoscriptFallbackIsNoResend(t *testing.T) {
 			assert.True(t, ok)
 			assert.Equal(t, int64(1), fence)
 		}
-		assert.Equal(t, evalsha+1, calls(t, direct, "evalsha"), "EVALSHA once")
-		assert.Equal(t, eval+1, calls(t, direct, "eval"), "EVAL once, after NOSCRIPT")
+		assert.Equal(t, evalsha+1, redistest.Calls(t, direct, "evalsha"), "EVALSHA once")
+		assert.Equal(t, eval+1, redistest.Calls(t, direct, "eval"), "EVAL once, after NOSCRIPT")
 		assert.Equal(t, "1", direct.Get(t.Context(), key+":fence").Val(), "the script ran once")
 	}
 }
@@ -232,11 +212,11 @@ func TestLockerOverLostReplies(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("acquire", func(t *testing.T) {
-		sets := calls(t, direct, "set")
+		sets := redistest.Calls(t, direct, "set")
 		loser.arm(t, b, 1)
 		_, err := s.Lock(t.Context(), "locker:acquire")
 		require.Error(t, err, "the reply was lost")
-		assert.Equal(t, sets+1, calls(t, direct, "set"), "SET ran once")
+		assert.Equal(t, sets+1, redistest.Calls(t, direct, "set"), "SET ran once")
 		assert.Zero(t, direct.Exists(t.Context(), "locker:acquire").Val(), "the key we may have set is rolled back")
 		lk, err := s.Lock(t.Context(), "locker:acquire")
 		require.NoError(t, err, "the key is free again")
@@ -245,10 +225,10 @@ func TestLockerOverLostReplies(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
 		lk, err := s.Lock(t.Context(), "locker:release")
 		require.NoError(t, err)
-		evalsha := calls(t, direct, "evalsha")
+		evalsha := redistest.Calls(t, direct, "evalsha")
 		loser.arm(t, b, 1)
 		err = lk.Unlock(t.Context())
-		assert.Equal(t, evalsha+1, calls(t, direct, "evalsha"), "the release ran once")
+		assert.Equal(t, evalsha+1, redistest.Calls(t, direct, "evalsha"), "the release ran once")
 		assert.Zero(t, direct.Exists(t.Context(), "locker:release").Val(), "the release ran")
 		assert.NotErrorIs(t, err, redlock.ErrNotHeld, "a lost reply is not a lost lock")
 		assert.ErrorIs(t, err, redlock.ErrUnavailable, "the node's answer is unknown")

@@ -269,15 +269,9 @@ func TestInspectWritesNothing(t *testing.T) {
 	read := []string{"get", "pttl", "scan", "pubsub|numsub", "multi", "exec",
 		"hello", "client|setinfo", "ping", "info", "config|resetstat"} // the last two: this test's own
 	for _, c := range cs {
-		stats, err := c.Info(t.Context(), "commandstats").Result()
-		require.NoError(t, err)
-		var ran []string
-		for line := range strings.SplitSeq(stats, "\n") {
-			if name, ok := strings.CutPrefix(line, "cmdstat_"); ok {
-				name, _, _ = strings.Cut(name, ":")
-				ran = append(ran, name)
-				assert.Contains(t, read, name, "inspect ran %s", name)
-			}
+		ran := redistest.CommandStats(t, c)
+		for name := range ran {
+			assert.Contains(t, read, name, "inspect ran %s", name)
 		}
 		assert.Contains(t, ran, "multi")
 		assert.Contains(t, ran, "scan")
