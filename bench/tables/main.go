@@ -374,7 +374,8 @@ type target struct {
 	ok      bool // measured: false when a figure it needs is missing
 	atLeast bool // the value must be >= bound, or else <= bound
 	bound   float64
-	figures string // "a ÷ b", the medians the value is the ratio of
+	figures string    // "a ÷ b", the medians the value is the ratio of
+	rounds  []float64 // the same ratio round by round, when every round has both figures
 }
 
 func (t target) verdict() string {
@@ -407,12 +408,31 @@ func figure(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// perRound is num[j] ÷ den[j] for every round j, or nil when the two were
+// not measured in the same rounds (a benchmark that failed in some round:
+// the values can no longer be paired by their order). bench/run.sh runs
+// every contender of a scenario once per round, so the j-th values of two
+// contenders were measured seconds apart.
+func perRound(num, den []float64) []float64 {
+	if len(num) == 0 || len(num) != len(den) {
+		return nil
+	}
+	rs := make([]float64, len(num))
+	for j := range num {
+		if den[j] == 0 {
+			return nil
+		}
+		rs[j] = num[j] / den[j]
+	}
+	return rs
+}
+
 // targets are issue 14's, each computed from medians over the rounds, on
 // the contender "redlock" (the go-redis adapter).
 func targets(r results) []target {
 	var ts []target
-	add := func(what string, a float64, aok bool, b float64, bok bool, atLeast bool, bound float64, unit string) {
-		t := target{what: what, atLeast: atLeast, bound: bound}
+	add := func(what string, a float64, aok bool, b float64, bok bool, atLeast bool, bound float64, unit string, rounds []float64) {
+		t := target{what: what, atLeast: atLeast, bound: bound, rounds: rounds}
 		if aok && bok && b != 0 {
 			t.value, t.ok = a/b, true
 		}
@@ -420,6 +440,11 @@ func targets(r results) []target {
 			t.figures = figures(a, aok, b, bok, unit)
 		}
 		ts = append(ts, t)
+	}
+	// opsRounds is a's ops/s ÷ b's round by round (their ns/op the other
+	// way round).
+	opsRounds := func(scenario string, n int, a, b string) []float64 {
+		return perRound(r[key{scenario, n, b}]["ns/op"], r[key{scenario, n, a}]["ns/op"])
 	}
 
 	// Throughput against the best peer and the raw floor.
@@ -440,11 +465,11 @@ func targets(r results) []target {
 					}
 				}
 				add(fmt.Sprintf("%s, N = %d, %s: ops/s ÷ best peer (%s)", s.what, n, gs, bestName),
-					ours, oursOK, best, bestOK, true, 1, " ops/s")
+					ours, oursOK, best, bestOK, true, 1, " ops/s", opsRounds(scenario, n, "redlock", bestName))
 				if n >= 3 {
 					raw, rawOK := r.ops(scenario, n, "raw")
 					add(fmt.Sprintf("%s, N = %d, %s: ops/s ÷ raw floor", s.what, n, gs),
-						ours, oursOK, raw, rawOK, true, 1, " ops/s")
+						ours, oursOK, raw, rawOK, true, 1, " ops/s", opsRounds(scenario, n, "redlock", "raw"))
 				}
 			}
 		}
@@ -454,7 +479,8 @@ func targets(r results) []target {
 	for _, n := range targetNodes {
 		a, aok := r.med("LockUnlock", n, "redlock", "allocs/op")
 		b, bok := r.med("LockUnlock", n, "raw", "allocs/op")
-		add(fmt.Sprintf("Lock+Unlock, N = %d: allocs/op ÷ raw floor's", n), a, aok, b, bok, false, 1, " allocs")
+		add(fmt.Sprintf("Lock+Unlock, N = %d: allocs/op ÷ raw floor's", n), a, aok, b, bok, false, 1, " allocs",
+			perRound(r[key{"LockUnlock", n, "redlock"}]["allocs/op"], r[key{"LockUnlock", n, "raw"}]["allocs/op"]))
 	}
 
 	// Hand-off: acquisitions/s against the limit the run measured, and
@@ -470,11 +496,12 @@ func targets(r results) []target {
 				if impl.name != "redlock" && !acqOK {
 					continue // the fair contender is optional
 				}
+				k := key{h.scenario, n, impl.name}
 				add(fmt.Sprintf("hand-off, %s, N = %d%s: acq/s ÷ limit 1/(hold + Lock+Unlock p50)", h.what, n, impl.label),
-					acq, acqOK, lim, limOK, true, 0.9, " acq/s")
+					acq, acqOK, lim, limOK, true, 0.9, " acq/s", perRound(r[k]["acq/s"], r[k]["limit-acq/s"]))
 				f, fok := r.med(h.scenario, n, impl.name, "fairness")
 				t := target{what: fmt.Sprintf("hand-off, %s, N = %d%s: fairness (fewest ÷ most per worker)", h.what, n, impl.label),
-					value: f, ok: fok, atLeast: true, bound: h.fair}
+					value: f, ok: fok, atLeast: true, bound: h.fair, rounds: r[k]["fairness"]}
 				lo, look := r.med(h.scenario, n, impl.name, "min-acq")
 				hi, hiok := r.med(h.scenario, n, impl.name, "max-acq")
 				if look || hiok {
@@ -490,10 +517,19 @@ func targets(r results) []target {
 		for _, n := range handoffNodes {
 			a, aok := r.ops(p.scenario, n, p.primitive)
 			b, bok := r.ops(p.scenario, n, p.composition)
-			add(fmt.Sprintf("%s, N = %d: ops/s", p.what, n), a, aok, b, bok, true, 1, " ops/s")
+			add(fmt.Sprintf("%s, N = %d: ops/s", p.what, n), a, aok, b, bok, true, 1, " ops/s",
+				opsRounds(p.scenario, n, p.primitive, p.composition))
 		}
 	}
 	return ts
+}
+
+// spread is "lowest – highest" of vs, or – when there are none.
+func spread(vs []float64) string {
+	if len(vs) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f – %.2f", slices.Min(vs), slices.Max(vs))
 }
 
 // figures is "a ÷ b unit", with – for a figure not measured.
@@ -510,8 +546,8 @@ func figures(a float64, aok bool, b float64, bok bool, unit string) string {
 
 func targetTable(w io.Writer, r results) {
 	fmt.Fprint(w, "\n### Targets\n\n")
-	fmt.Fprintln(w, "| target | bound | measured | from (medians) | verdict |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| target | bound | measured | from (medians) | rounds: lowest – highest | verdict |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|")
 	met, all := 0, 0
 	for _, t := range targets(r) {
 		bound := fmt.Sprintf("≥ %.2f", t.bound)
@@ -531,9 +567,11 @@ func targetTable(w io.Writer, r results) {
 			met++
 		}
 		all++
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.what, bound, val, from, v)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", t.what, bound, val, from, spread(t.rounds), v)
 	}
-	fmt.Fprintf(w, "\n%d of %d targets met. The targets are judged on this library's default go-redis adapter (`redlock`); "+
+	fmt.Fprintf(w, "\n%d of %d targets met, each judged on its medians over the rounds; the rounds column gives the lowest and the highest "+
+		"of the same ratio round by round (– when the rounds cannot be paired). "+
+		"The targets are judged on this library's default go-redis adapter (`redlock`); "+
 		"`redlock-rueidis` (its rueidis adapter) is shown beside it in the tables below for information. "+
 		"MISSING: a figure the target needs is not in the run (a benchmark that did not run or does not report it).\n", met, all)
 }
