@@ -22,10 +22,7 @@ PASS
 `
 
 func TestParseAndMedians(t *testing.T) {
-	r, err := parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustParse(t, sample)
 	if got, ok := r.med("LockUnlock", 5, "redlock", "ns/op"); !ok || got != 400000 {
 		t.Errorf("median ns/op of three runs = %v, %v; want 400000", got, ok)
 	}
@@ -41,14 +38,11 @@ func TestParseAndMedians(t *testing.T) {
 }
 
 func TestTargetVerdicts(t *testing.T) {
-	r, err := parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustParse(t, sample)
 	var b bytes.Buffer
 	targetTable(&b, r)
 	out := b.String()
-	for _, want := range []string{
+	containsAll(t, out,
 		// 1/400000 ÷ 1/600000 = 1.5: the best (only) peer is redsync.
 		"| Lock+Unlock, N = 5, 1 goroutine: ops/s ÷ best peer (redsync) | ≥ 1.00 | 1.50 | 2500 ÷ 1667 ops/s | – | MET |",
 		// 380000/400000 = 0.95 < 1.
@@ -70,24 +64,17 @@ func TestTargetVerdicts(t *testing.T) {
 		"| 4 keys at once (LockMany) ÷ 4 Locks in sorted order, N = 1: ops/s | ≥ 1.00 | 0.50 | 500 ÷ 1000 ops/s | 0.50 – 0.50 | MISSED |",
 		"| 16 readers, 1 ms hold: RLock ÷ Lock with hand-off, N = 1: ops/s | ≥ 1.00 | – | – | – | MISSING |",
 		"4 of 62 targets met, each judged on its medians",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %q in\n%s", want, out)
-		}
-	}
+	)
 }
 
 // TestBestPeer: the best peer is the faster of redsync and redislock in
 // each configuration.
 func TestBestPeer(t *testing.T) {
-	r, err := parse(strings.NewReader(`
+	r := mustParse(t, `
 BenchmarkExtendParallel/N=1/impl=redlock-2     1000  100000 ns/op
 BenchmarkExtendParallel/N=1/impl=redsync-2     1000  200000 ns/op
 BenchmarkExtendParallel/N=1/impl=redislock-2   1000   50000 ns/op
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	var b bytes.Buffer
 	targetTable(&b, r)
 	want := "| Extend, N = 1, 32 goroutines: ops/s ÷ best peer (redislock) | ≥ 1.00 | 0.50 | 10000 ÷ 20000 ops/s | 0.50 – 0.50 | MISSED |"
@@ -99,7 +86,7 @@ BenchmarkExtendParallel/N=1/impl=redislock-2   1000   50000 ns/op
 // TestTargetRounds: the rounds column pairs two contenders' values by
 // round (their order in the run), and shows – when the counts differ.
 func TestTargetRounds(t *testing.T) {
-	r, err := parse(strings.NewReader(`
+	r := mustParse(t, `
 BenchmarkLockUnlock/N=3/impl=redlock-2   1000  100000 ns/op
 BenchmarkLockUnlock/N=3/impl=redsync-2   1000  150000 ns/op
 BenchmarkLockUnlock/N=3/impl=raw-2       1000  110000 ns/op
@@ -107,61 +94,44 @@ BenchmarkLockUnlock/N=3/impl=redlock-2   1000  200000 ns/op
 BenchmarkLockUnlock/N=3/impl=redsync-2   1000  100000 ns/op
 BenchmarkLockUnlock/N=3/impl=redlock-2   1000  100000 ns/op
 BenchmarkLockUnlock/N=3/impl=redsync-2   1000  120000 ns/op
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	var b bytes.Buffer
 	targetTable(&b, r)
-	for _, want := range []string{
+	containsAll(t, b.String(),
 		// Rounds 1.50, 0.50, 1.20; medians 100000 and 120000 ns/op: 1.20.
 		"| Lock+Unlock, N = 3, 1 goroutine: ops/s ÷ best peer (redsync) | ≥ 1.00 | 1.20 | 10000 ÷ 8333 ops/s | 0.50 – 1.50 | MET |",
 		// raw ran in one round of three: nothing to pair.
 		"| Lock+Unlock, N = 3, 1 goroutine: ops/s ÷ raw floor | ≥ 1.00 | 1.10 | 10000 ÷ 9091 ops/s | – | MET |",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("missing %q in\n%s", want, b.String())
-		}
-	}
+	)
 }
 
 // TestTablesWithoutTargetsFigures: every table prints from a run with
 // only some scenarios, and the hand-off tables show – for metrics the
 // benchmark does not report.
 func TestTablesWithoutTargetsFigures(t *testing.T) {
-	r, err := parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustParse(t, sample)
 	var b bytes.Buffer
 	handoffTable(&b, r, "HandoffProcs")
 	handoffTable(&b, r, "Handoff")
 	primitiveTable(&b, r)
-	for _, want := range []string{
+	containsAll(t, b.String(),
 		"| 5 | redlock | 500 | – | – | – | – | – | – |  | – / – | 0.75 | – |",
 		// One worker alone: 640 ÷ 800 = 0.80 beside the limit's 0.91.
 		"| 5 | redlock | 640 | 700 | 0.91 | 800 | 0.80 |",
 		"| Multi | 1 | lockmany | 500 |  | 64 | 4000 |",
 		"| Multi | 1 | mutexes | 1000 | 0.50 | 192 | 12000 |",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("missing %q in\n%s", want, b.String())
-		}
-	}
+	)
 }
 
 // TestIdealBesideLibrary: ideal-handoff's acq/s is divided by the
 // library's limit, beside the library's own ratio, and by its own limit;
 // a scenario where it did not run has no row.
 func TestIdealBesideLibrary(t *testing.T) {
-	r, err := parse(strings.NewReader(sample + `
+	r := mustParse(t, sample+`
 BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 630 acq/s	 750 limit-acq/s	 300 gap-p50-us
 BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 650 acq/s	 650 limit-acq/s	 500 gap-p50-us
 BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 670 acq/s	 700 limit-acq/s
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	var b bytes.Buffer
 	idealTable(&b, r)
 	out := b.String()
@@ -182,6 +152,17 @@ BenchmarkHandoff/N=5/impl=ideal-handoff-2 	  300	 1400000 ns/op	 670 acq/s	 700 
 	}
 }
 
+// containsAll fails t for every want that out does not contain.
+func containsAll(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+}
+
+// mustParse parses s, failing t on an error.
 func mustParse(t *testing.T, s string) results {
 	t.Helper()
 	r, err := parse(strings.NewReader(s))
@@ -202,19 +183,12 @@ BenchmarkLockUnlock/N=1/impl=redlock-rueidis-2   1000  200000 ns/op  70 p50-us  
 BenchmarkLockUnlock/N=1/impl=redlock-2           1000  150000 ns/op  90 p50-us  300 p99-us  2600 B/op  48 allocs/op
 BenchmarkLockUnlock/N=1/impl=redlock-rueidis-2   1000  100000 ns/op  70 p50-us  250 p99-us  2600 B/op  29 allocs/op
 `
-	r, err := parse(strings.NewReader(rounds))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustParse(t, rounds)
 	var b bytes.Buffer
 	adapterTable(&b, r)
 	// Per round: 100/80 = 1.25, 200/200 = 1.00, 150/100 = 1.50.
-	for _, want := range []string{
+	containsAll(t, b.String(),
 		"| 1 | 1 | go-redis | 6667 |  |  |  | 90 | 300 | 48 |",
 		"| 1 | 1 | rueidis | 10000 | 1.25 | 1.00 – 1.50 | 3 | 70 | 250 | 29 |",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("missing %q in\n%s", want, b.String())
-		}
-	}
+	)
 }
