@@ -106,7 +106,7 @@ import (
 // for a client created without ContextTimeoutEnabled: true, with which
 // go-redis ignores context deadlines, so a paused node would hold every
 // call for the client's ReadTimeout instead of the lockers' per-node
-// timeout.
+// timeout, and for a WithReplyPoll out of its range.
 //
 // Commands are never resent: whatever the client's MaxRetries, every
 // command the adapter sends is marked NoRetry (sendOnce), so a lost reply
@@ -136,8 +136,10 @@ import (
 // (BENCHMARKS.md, "Our own connection"). The rules above hold on it as
 // on the pool: nothing is resent, every call is bounded by its context's
 // deadline, and a connection that timed out or read anything unexpected
-// is closed, never read again; the next call dials anew. Its other
-// commands (LockMany, read-write locks, Peek, pub/sub) still use the
+// is closed, never read again; the next call dials anew. A call that is
+// the process's only one waiting for a node looks for its reply for up
+// to 50 µs before it parks, which spares it the wake-up of an idle core
+// (WithReplyPoll). Its other commands (LockMany, read-write locks, Peek, pub/sub) still use the
 // client.
 //
 // What the node's connection does not honour, it leaves to the client: a
@@ -191,6 +193,10 @@ func New(c redis.UniversalClient, opts ...Option) (redlock.Backend, error) {
 	ack, err := o.replicaAck(c, name)
 	if err != nil {
 		return nil, err
+	}
+	if d := o.pollFor(); d < 0 || d > maxReplyPoll {
+		return nil, fmt.Errorf("%w: goredis.New: node %q: WithReplyPoll(%v): want 0 (never) to %v",
+			redlock.ErrInvalid, name, d, maxReplyPoll)
 	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return newClusterNode(cc, name, ack), nil

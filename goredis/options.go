@@ -21,6 +21,7 @@ type options struct {
 	ackN       int
 	ackTimeout time.Duration
 	clientPool bool
+	poll       *time.Duration // WithReplyPoll; nil: defaultReplyPoll
 }
 
 // WithClientPool sends every command of the node through the go-redis
@@ -33,6 +34,34 @@ type options struct {
 // Lock+Unlock took 10–20 % longer (BENCHMARKS.md, "Our own connection").
 func WithClientPool() Option {
 	return func(o *options) { o.clientPool = true }
+}
+
+// WithReplyPoll sets how long a call on the node's own connection looks
+// for its reply before it parks, when it is the only call of the process
+// waiting for a node (replypoll.go has the whole policy): 50 µs unless
+// set, 0 never. Looking keeps the calling thread busy, yielding its core
+// to others between looks, for at most d per call; a node that answers
+// slower than d makes the connection look less and less often (after a
+// look runs out it skips the next 1, 2, 4 ... up to 64 calls). The pay:
+// a round trip that does not wait for an idle core to wake, on the test
+// machine a Lock+Unlock at one node in 62 µs instead of 121
+// (BENCHMARKS.md, "Polling for the reply"). Set 0 where every core's
+// idle time matters more than a lock's latency. It applies only where the
+// node has a connection of its own (see New: not WithClientPool, not a
+// cluster, not a failover client) and only on Linux. A look never
+// outlasts the call's deadline. New refuses a negative d, and one over a
+// millisecond (longer than any wake-up it could spare), with
+// redlock.ErrInvalid.
+func WithReplyPoll(d time.Duration) Option {
+	return func(o *options) { o.poll = &d }
+}
+
+// pollFor is WithReplyPoll's time, or its default.
+func (o *options) pollFor() time.Duration {
+	if o.poll == nil {
+		return defaultReplyPoll
+	}
+	return *o.poll
 }
 
 // WithFailover tells New that the client was made by

@@ -66,8 +66,9 @@ import (
 // Lifetime: the connection stays open while the process runs, or until
 // the node's Close; it holds no goroutine while idle.
 type wire struct {
-	name string
-	opt  *redis.Options
+	name    string
+	opt     *redis.Options
+	pollFor time.Duration // WithReplyPoll
 
 	mu     sync.Mutex
 	busy   bool     // the connection is in use by a lone caller or the sender
@@ -86,6 +87,7 @@ type wire struct {
 	buf   []byte
 	until time.Time // the deadline set on conn by the last write
 	known uint32    // the scripts (bit script.id) sent to conn's server, by EVAL
+	poll  poller    // looking for a lone caller's reply before parking (replypoll.go)
 }
 
 // lateRead is how long a lone caller who comes for its reply after its
@@ -111,7 +113,7 @@ func newWire(c redis.UniversalClient, o *options, name string) *wire {
 		opt.StreamingCredentialsProvider != nil || opt.Limiter != nil {
 		return nil
 	}
-	return &wire{name: name, opt: opt}
+	return &wire{name: name, opt: opt, pollFor: o.pollFor()}
 }
 
 // op is what a wire command does.
@@ -336,20 +338,30 @@ func (c *wcall) finish() (kind byte, n int64, bulk string, err error) {
 	}
 	switch state {
 	case stSolo:
-		if !w.until.IsZero() && !time.Now().Before(w.until) && w.br.Buffered() == 0 {
+		until := w.until
+		if !until.IsZero() && !time.Now().Before(until) && w.br.Buffered() == 0 {
 			// The deadline passed while the caller finished other nodes'
 			// calls (a round over Starters reads one node after another):
 			// a reply that came in time is waiting in the socket, but a
 			// read past the deadline would not even look. Look, for at
 			// most lateRead.
-			_ = w.conn.SetReadDeadline(time.Now().Add(lateRead))
+			until = time.Now().Add(lateRead)
+			_ = w.conn.SetReadDeadline(until)
+		}
+		waiting.Add(1)
+		if w.br.Buffered() == 0 {
+			w.poll.await(until)
 		}
 		c.kind, c.n, c.bulk, c.err = w.read()
+		waiting.Add(-1)
 		w.land()
 	case stQueued:
+		waiting.Add(1)
 		select {
 		case <-c.done:
+			waiting.Add(-1)
 		case <-c.ctx.Done():
+			waiting.Add(-1)
 			w.mu.Lock()
 			if !c.sent { // still queued: withdraw it, it was never sent
 				if i := slices.Index(w.queue, c); i >= 0 {
@@ -645,7 +657,7 @@ func (w *wire) dial(ctx context.Context, d time.Time) error {
 			return w.fail(fmt.Errorf("handshake: %w", err))
 		}
 	}
-	w.conn, w.br, w.known = conn, br, 0
+	w.conn, w.br, w.known, w.poll = conn, br, 0, newPoller(conn, w.pollFor)
 	return nil
 }
 
