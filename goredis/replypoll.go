@@ -43,19 +43,28 @@ type poller struct {
 	d      time.Duration   // how long one look lasts at most
 	misses int             // looks in a row that ran out
 	skip   int             // lone calls left to skip
+
+	// One look, run by rc.Read: look is p.peek, made once per
+	// connection, so that a look allocates nothing.
+	look  func(fd uintptr) bool
+	end   time.Time // when the look gives up
+	found bool      // the look found something to read
+	b     [1]byte   // where it peeks
 }
 
-// newPoller returns the poller of conn, looking for up to d (0: never).
-func newPoller(conn any, d time.Duration) poller {
+// reset readies p for a new connection conn, looking for up to d (0:
+// never).
+func (p *poller) reset(conn any, d time.Duration) {
+	*p = poller{}
 	sc, ok := conn.(syscall.Conn)
 	if !ok || !canPoll || d <= 0 || runtime.GOMAXPROCS(0) < 2 {
-		return poller{}
+		return
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return poller{}
+		return
 	}
-	return poller{rc: rc, d: d}
+	p.rc, p.d, p.look = rc, d, p.peek
 }
 
 // await looks for a reply for up to p.d, and not past until (the read's
@@ -72,11 +81,11 @@ func (p *poller) await(until time.Time) {
 	if waiting.Load() > 1 {
 		return
 	}
-	end := time.Now().Add(p.d)
-	if !until.IsZero() && until.Before(end) {
-		end = until
+	p.end, p.found = time.Now().Add(p.d), false
+	if !until.IsZero() && until.Before(p.end) {
+		p.end = until
 	}
-	if pollReadable(p.rc, end) {
+	if err := p.rc.Read(p.look); err == nil && p.found {
 		p.misses = 0
 		return
 	}

@@ -8,25 +8,21 @@ import (
 
 const canPoll = true
 
-// pollReadable reports whether rc's socket has something to read (a
-// reply, its end, or an error) before end, looking without blocking and
-// yielding the core between looks.
-func pollReadable(rc syscall.RawConn, end time.Time) bool {
-	var b [1]byte
-	found := false
-	err := rc.Read(func(fd uintptr) bool {
-		for {
-			_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
-				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-			if errno != syscall.EAGAIN && errno != syscall.EINTR {
-				found = true
-				return true
-			}
-			if !time.Now().Before(end) {
-				return true
-			}
-			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+// peek, run by rc.Read, looks at the socket without blocking, yielding
+// the core between looks, until it has something to read (a reply, its
+// end, or an error: p.found) or p.end passes. It always returns true:
+// rc.Read never waits.
+func (p *poller) peek(fd uintptr) bool {
+	for {
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p.b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if errno != syscall.EAGAIN && errno != syscall.EINTR {
+			p.found = true
+			return true
 		}
-	})
-	return found && err == nil
+		if !time.Now().Before(p.end) {
+			return true
+		}
+		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	}
 }

@@ -54,7 +54,8 @@ func TestPollerBacksOffAndRecovers(t *testing.T) {
 	pollable(t)
 	alone(t)
 	client, server := socketPair(t)
-	p := newPoller(client, 100*time.Microsecond)
+	var p poller
+	p.reset(client, 100*time.Microsecond)
 	require.NotNil(t, p.rc)
 
 	// Nothing to read: every look runs out, and the skips double.
@@ -100,7 +101,8 @@ func TestPollerLeavesTheCPUToOthers(t *testing.T) {
 	waiting.Add(1) // another caller waits
 	defer waiting.Add(-1)
 	client, _ := socketPair(t)
-	p := newPoller(client, time.Millisecond)
+	var p poller
+	p.reset(client, time.Millisecond)
 	p.await(time.Time{})
 	assert.Zero(t, p.misses, "no look was made")
 	assert.Zero(t, p.skip)
@@ -112,7 +114,8 @@ func TestPollerStopsAtTheDeadline(t *testing.T) {
 	pollable(t)
 	alone(t)
 	client, _ := socketPair(t)
-	p := newPoller(client, time.Millisecond)
+	var p poller
+	p.reset(client, time.Millisecond)
 	p.await(time.Now().Add(-time.Second))
 	assert.Equal(t, 1, p.misses, "the look ran out at the deadline")
 }
@@ -123,7 +126,8 @@ func TestPollerSeesTheEnd(t *testing.T) {
 	pollable(t)
 	alone(t)
 	client, server := socketPair(t)
-	p := newPoller(client, time.Millisecond)
+	var p poller
+	p.reset(client, time.Millisecond)
 	require.NoError(t, server.Close())
 	require.NoError(t, client.SetReadDeadline(time.Now().Add(5*time.Second)))
 	p.await(time.Time{})
@@ -136,13 +140,17 @@ func TestPollerSeesTheEnd(t *testing.T) {
 // or with GOMAXPROCS 1.
 func TestPollerOff(t *testing.T) {
 	client, _ := socketPair(t)
-	assert.Nil(t, newPoller(client, 0).rc, "WithReplyPoll(0)")
+	var p poller
+	p.reset(client, 0)
+	assert.Nil(t, p.rc, "WithReplyPoll(0)")
 	pipe, other := net.Pipe()
 	defer pipe.Close()
 	defer other.Close()
-	assert.Nil(t, newPoller(pipe, time.Millisecond).rc, "not a socket")
+	p.reset(pipe, time.Millisecond)
+	assert.Nil(t, p.rc, "not a socket")
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	assert.Nil(t, newPoller(client, time.Millisecond).rc, "GOMAXPROCS 1")
+	p.reset(client, time.Millisecond)
+	assert.Nil(t, p.rc, "GOMAXPROCS 1")
 	var off poller
 	off.await(time.Time{}) // looks at nothing, never blocks
 	assert.Zero(t, off.misses)
@@ -187,4 +195,27 @@ func TestWireLooksForItsReply(t *testing.T) {
 		require.NotNil(t, n.w.poll.rc)
 		assert.True(t, found, "some look found its reply within %v", d)
 	}
+}
+
+// TestPollerAllocatesNothing: a look allocates nothing (the wire's calls
+// allocate nothing, TestWireAllocatesNothing, whose AllocsPerRun runs
+// with GOMAXPROCS 1, where the wire does not look).
+func TestPollerAllocatesNothing(t *testing.T) {
+	pollable(t)
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	alone(t)
+	client, server := socketPair(t)
+	_, err := server.Write([]byte("+OK\r\n"))
+	require.NoError(t, err)
+	var p poller
+	p.reset(client, time.Millisecond)
+	allocs := testing.AllocsPerRun(100, func() {
+		p.await(time.Time{})
+		if p.misses != 0 {
+			t.Fatal("the look did not find the reply there")
+		}
+	})
+	assert.Zero(t, allocs)
 }

@@ -657,7 +657,8 @@ func (w *wire) dial(ctx context.Context, d time.Time) error {
 			return w.fail(fmt.Errorf("handshake: %w", err))
 		}
 	}
-	w.conn, w.br, w.known, w.poll = conn, br, 0, newPoller(conn, w.pollFor)
+	w.conn, w.br, w.known = conn, br, 0
+	w.poll.reset(conn, w.pollFor)
 	return nil
 }
 
