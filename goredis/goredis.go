@@ -139,8 +139,8 @@ import (
 // is closed, never read again; the next call dials anew. A call that is
 // the process's only one waiting for a node looks for its reply for up
 // to 50 µs before it parks, which spares it the wake-up of an idle core
-// (WithReplyPoll). Its other commands (LockMany, read-write locks, Peek, pub/sub) still use the
-// client.
+// (WithReplyPoll). Its other commands (LockMany, read-write locks, Peek,
+// pub/sub) still use the client.
 //
 // What the node's connection does not honour, it leaves to the client: a
 // client with an OnConnect hook, a StreamingCredentialsProvider or a
