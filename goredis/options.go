@@ -46,12 +46,12 @@ func WithClientPool() Option {
 // a round trip that does not wait for an idle core to wake, on the test
 // machine a Lock+Unlock at one node in 62 µs instead of 121
 // (BENCHMARKS.md, "Polling for the reply"). Set 0 where every core's
-// idle time matters more than a lock's latency. It applies only where the
-// node has a connection of its own (see New: not WithClientPool, not a
-// cluster, not a failover client) and only on Linux. A look never
-// outlasts the call's deadline. New refuses a negative d, and one over a
-// millisecond (longer than any wake-up it could spare), with
-// redlock.ErrInvalid.
+// idle time matters more than a lock's latency. It applies only where
+// the node has a connection of its own (see New: not WithClientPool, not
+// a cluster, not a failover client), and only on Linux (not linux/386).
+// A look never outlasts the call's deadline. New refuses a negative d,
+// and one over a millisecond (longer than any wake-up it could spare),
+// with redlock.ErrInvalid.
 func WithReplyPoll(d time.Duration) Option {
 	return func(o *options) { o.poll = &d }
 }

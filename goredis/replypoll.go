@@ -24,8 +24,8 @@ import (
 // 2, 4 ... up to maxPollSkip lone calls, and a reply found within it ends
 // the skipping. It never looks when another goroutine of the process
 // waits for a node (the CPU is better left to it), with GOMAXPROCS 1, or
-// on a connection that is not a socket (a TLS connection, say), and on
-// Linux only.
+// on a connection that is not a socket (a TLS connection, say), and only
+// on Linux, but for linux/386 (whose socket calls go through socketcall).
 const (
 	defaultReplyPoll = 50 * time.Microsecond
 	maxReplyPoll     = time.Millisecond // WithReplyPoll's most
