@@ -48,15 +48,24 @@ func pollable(t *testing.T) {
 	}
 }
 
+// lonePoller returns a poller looking for up to d over the client end of
+// a loopback connection, and both ends, the test's goroutine being the
+// process's only one waiting for a reply (alone).
+func lonePoller(t *testing.T, d time.Duration) (p *poller, client, server net.Conn) {
+	t.Helper()
+	pollable(t)
+	alone(t)
+	client, server = socketPair(t)
+	p = new(poller)
+	p.reset(client, d)
+	require.NotNil(t, p.rc)
+	return p, client, server
+}
+
 // TestPollerBacksOffAndRecovers: a look that runs out skips the next 1,
 // 2, 4 ... lone calls, and a look that finds the reply ends the skipping.
 func TestPollerBacksOffAndRecovers(t *testing.T) {
-	pollable(t)
-	alone(t)
-	client, server := socketPair(t)
-	var p poller
-	p.reset(client, 100*time.Microsecond)
-	require.NotNil(t, p.rc)
+	p, client, server := lonePoller(t, 100*time.Microsecond)
 
 	// Nothing to read: every look runs out, and the skips double.
 	wantSkips := []int{1, 2, 4, 8}
@@ -96,13 +105,9 @@ func TestPollerBacksOffAndRecovers(t *testing.T) {
 // TestPollerLeavesTheCPUToOthers: when another goroutine of the process
 // waits for a node, a lone caller does not look (nor count a miss).
 func TestPollerLeavesTheCPUToOthers(t *testing.T) {
-	pollable(t)
-	alone(t)
+	p, _, _ := lonePoller(t, time.Millisecond)
 	waiting.Add(1) // another caller waits
 	defer waiting.Add(-1)
-	client, _ := socketPair(t)
-	var p poller
-	p.reset(client, time.Millisecond)
 	p.await(time.Time{})
 	assert.Zero(t, p.misses, "no look was made")
 	assert.Zero(t, p.skip)
@@ -111,11 +116,7 @@ func TestPollerLeavesTheCPUToOthers(t *testing.T) {
 // TestPollerStopsAtTheDeadline: a look never outlasts the read's deadline:
 // one whose deadline has passed runs out at once, a miss.
 func TestPollerStopsAtTheDeadline(t *testing.T) {
-	pollable(t)
-	alone(t)
-	client, _ := socketPair(t)
-	var p poller
-	p.reset(client, time.Millisecond)
+	p, _, _ := lonePoller(t, time.Millisecond)
 	p.await(time.Now().Add(-time.Second))
 	assert.Equal(t, 1, p.misses, "the look ran out at the deadline")
 }
@@ -123,11 +124,7 @@ func TestPollerStopsAtTheDeadline(t *testing.T) {
 // TestPollerSeesTheEnd: a connection the server closed counts as
 // something to read (the read that follows returns io.EOF), not a miss.
 func TestPollerSeesTheEnd(t *testing.T) {
-	pollable(t)
-	alone(t)
-	client, server := socketPair(t)
-	var p poller
-	p.reset(client, time.Millisecond)
+	p, client, server := lonePoller(t, time.Millisecond)
 	require.NoError(t, server.Close())
 	require.NoError(t, client.SetReadDeadline(time.Now().Add(5*time.Second)))
 	p.await(time.Time{})
@@ -201,16 +198,12 @@ func TestWireLooksForItsReply(t *testing.T) {
 // allocate nothing, TestWireAllocatesNothing, whose AllocsPerRun runs
 // with GOMAXPROCS 1, where the wire does not look).
 func TestPollerAllocatesNothing(t *testing.T) {
-	pollable(t)
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	alone(t)
-	client, server := socketPair(t)
+	p, _, server := lonePoller(t, time.Millisecond)
 	_, err := server.Write([]byte("+OK\r\n"))
 	require.NoError(t, err)
-	var p poller
-	p.reset(client, time.Millisecond)
 	allocs := testing.AllocsPerRun(100, func() {
 		p.await(time.Time{})
 		if p.misses != 0 {
