@@ -23,9 +23,10 @@ import (
 // to no CPU: a look that runs out makes the connection skip its next 1,
 // 2, 4 ... up to maxPollSkip lone calls, and a reply found within it ends
 // the skipping. It never looks when another goroutine of the process
-// waits for a node (the CPU is better left to it), with GOMAXPROCS 1, or
-// on a connection that is not a socket (a TLS connection, say), and only
-// on Linux, but for linux/386 (whose socket calls go through socketcall).
+// waits for a node (the CPU is better left to it), with GOMAXPROCS 1 (as
+// it was when the connection was dialled), on a connection that is not a
+// socket (a TLS connection, say), or off Linux and on linux/386 (whose
+// socket calls go through socketcall).
 const (
 	defaultReplyPoll = 50 * time.Microsecond
 	maxReplyPoll     = time.Millisecond // WithReplyPoll's most
