@@ -25,6 +25,9 @@ func (p *poller) peek(fd uintptr) bool {
 		if !time.Now().Before(p.end) {
 			return true
 		}
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		// Through the runtime (not RawSyscall), so that a yield that
+		// lasts (another thread's time slice) lets the scheduler hand
+		// this P to other goroutines, and a GC need not wait for it.
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 }
