@@ -29,8 +29,8 @@
 -- by ":" and the id), so that only the process it runs in hears it.
 -- With ARGV[5] "1", a grant to a head whose ticket begins with the same
 -- locker's id as ARGV[3] is not announced at all but returned: the
--- releasing process hands it to its own waiter itself (GrantPending, lines.handGrant), and
--- saves the subscriber in that process a wake-up.
+-- releasing process hands it to its own waiter itself (GrantPending,
+-- lines.handGrant), and saves the subscriber in that process a wake-up.
 local held = redis.call("get", KEYS[1])
 local mine = held and held == ARGV[1]
 local grants = nil
