@@ -23,18 +23,34 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	for i, s := range srv.Servers {
 		direct[i] = redistest.Client(t, s.Addr())
 	}
+	const key = "fair:within"
+	// contended receives a locker's EventContention for key: sent once an
+	// attempt's round is over (its replies read and recorded), so a
+	// release after it finds the waiter waiting, not in the middle of an
+	// attempt (a grant during an attempt is taken over by another one).
+	contended := map[*redlock.Redlock]chan struct{}{}
+	nodesOf := map[*redlock.Redlock][]*wireNode{}
 	locker := func() *redlock.Redlock {
+		seen := make(chan struct{}, 16)
+		observer := redlock.ObserverFunc(func(e redlock.Event) {
+			if e.Kind == redlock.EventContention && e.Key == key {
+				seen <- struct{}{}
+			}
+		})
 		nodes := make([]redlock.Backend, len(srv.Servers))
+		wired := make([]*wireNode, len(srv.Servers))
 		for i, s := range srv.Servers {
 			b, err := New(redistest.Client(t, s.Addr()))
 			require.NoError(t, err)
-			t.Cleanup(func() { _ = b.(*wireNode).Close() })
+			wired[i] = b.(*wireNode)
+			t.Cleanup(func() { _ = wired[i].Close() })
 			nodes[i] = b
 		}
 		// Delays far longer than the test: only the release can end the wait.
 		rl, err := redlock.New(nodes, redlock.WithFairness(), redlock.WithTTL(30*time.Second),
-			redlock.WithStrategy(redlock.Retry(2, time.Minute)))
+			redlock.WithStrategy(redlock.Retry(2, time.Minute)), redlock.WithObserver(observer))
 		require.NoError(t, err)
+		contended[rl], nodesOf[rl] = seen, wired
 		return rl
 	}
 	// counts returns what the nodes ran of cmd, summed.
@@ -46,22 +62,26 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 		return n
 	}
 	scripts := func() int { return counts("eval") + counts("evalsha") } // the first on a connection is an EVAL
-	const key = "fair:within"
 	// handOff locks key on holder, starts a Lock of key on waiter, waits
-	// until that call made attempts attempts on every node, then unlocks
-	// and returns the waiter's lock, and the scripts and PUBLISHes the
-	// nodes ran from the Unlock on.
+	// until that call made attempts attempts, each over (EventContention),
+	// then unlocks and returns the waiter's lock, and the scripts and
+	// PUBLISHes the nodes ran from the Unlock on.
 	handOff := func(holder, waiter *redlock.Redlock, attempts int) (*redlock.Lock, int, int) {
 		held, err := holder.Lock(t.Context(), key)
 		require.NoError(t, err)
-		before := scripts()
+		seen := contended[waiter]
+		for len(seen) > 0 { // an earlier hand-off's
+			<-seen
+		}
 		got := make(chan *redlock.Lock, 1)
 		go func() {
 			l, err := waiter.Lock(t.Context(), key)
 			assert.NoError(t, err)
 			got <- l
 		}()
-		testwait.Until(t, "the waiter's attempts", func() bool { return scripts() >= before+attempts*len(direct) })
+		for range attempts {
+			testwait.Next(t, seen)
+		}
 		before, published := scripts(), counts("publish")
 		require.NoError(t, held.Unlock(t.Context()))
 		l := testwait.Next(t, got)
@@ -84,6 +104,19 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	// quorum, not necessarily on every node, so nothing is asserted here.)
 	l, _, _ := handOff(mine, mine, 1)
 	require.NoError(t, l.Unlock(t.Context()))
+	// That Unlock's announcement reaches the locker's lingering
+	// subscriptions when it will: one that came after the next waiter
+	// joined would wake it to a needless attempt. Once the subscriptions
+	// have ended (subscriptionLinger), nothing published before can reach
+	// the next waiter's.
+	testwait.Until(t, "the locker's subscriptions ended", func() bool {
+		for _, n := range nodesOf[mine] {
+			if n.hub.core.Current() != nil {
+				return false
+			}
+		}
+		return true
+	})
 
 	// Contended: the locker's next fair call on the key subscribes before
 	// its first attempt, and that attempt is its only one.
