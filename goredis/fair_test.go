@@ -24,34 +24,37 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 		direct[i] = redistest.Client(t, s.Addr())
 	}
 	const key = "fair:within"
-	// contended receives a locker's EventContention for key: sent once an
-	// attempt's round is over (its replies read and recorded), so a
-	// release after it finds the waiter waiting, not in the middle of an
-	// attempt (a grant during an attempt is taken over by another one).
-	contended := map[*redlock.Redlock]chan struct{}{}
-	nodesOf := map[*redlock.Redlock][]*wireNode{}
-	locker := func() *redlock.Redlock {
-		seen := make(chan struct{}, 16)
+	// A locker of the test: its Redlock, its nodes, and contended, which
+	// receives its EventContention for key: sent once an attempt's round
+	// is over (its replies read and recorded), so a release after it
+	// finds the waiter waiting, not in the middle of an attempt (a grant
+	// during an attempt is taken over by another one).
+	type testLocker struct {
+		*redlock.Redlock
+		nodes     []*wireNode
+		contended chan struct{}
+	}
+	locker := func() *testLocker {
+		tl := &testLocker{nodes: make([]*wireNode, len(srv.Servers)), contended: make(chan struct{}, 16)}
 		observer := redlock.ObserverFunc(func(e redlock.Event) {
 			if e.Kind == redlock.EventContention && e.Key == key {
-				seen <- struct{}{}
+				tl.contended <- struct{}{}
 			}
 		})
 		nodes := make([]redlock.Backend, len(srv.Servers))
-		wired := make([]*wireNode, len(srv.Servers))
 		for i, s := range srv.Servers {
 			b, err := New(redistest.Client(t, s.Addr()))
 			require.NoError(t, err)
-			wired[i] = b.(*wireNode)
-			t.Cleanup(func() { _ = wired[i].Close() })
+			tl.nodes[i] = b.(*wireNode)
+			t.Cleanup(func() { _ = tl.nodes[i].Close() })
 			nodes[i] = b
 		}
 		// Delays far longer than the test: only the release can end the wait.
-		rl, err := redlock.New(nodes, redlock.WithFairness(), redlock.WithTTL(30*time.Second),
+		var err error
+		tl.Redlock, err = redlock.New(nodes, redlock.WithFairness(), redlock.WithTTL(30*time.Second),
 			redlock.WithStrategy(redlock.Retry(2, time.Minute)), redlock.WithObserver(observer))
 		require.NoError(t, err)
-		contended[rl], nodesOf[rl] = seen, wired
-		return rl
+		return tl
 	}
 	// counts returns what the nodes ran of cmd, summed.
 	counts := func(cmd string) int {
@@ -66,10 +69,10 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	// until that call made attempts attempts, each over (EventContention),
 	// then unlocks and returns the waiter's lock, and the scripts and
 	// PUBLISHes the nodes ran from the Unlock on.
-	handOff := func(holder, waiter *redlock.Redlock, attempts int) (*redlock.Lock, int, int) {
+	handOff := func(holder, waiter *testLocker, attempts int) (*redlock.Lock, int, int) {
 		held, err := holder.Lock(t.Context(), key)
 		require.NoError(t, err)
-		seen := contended[waiter]
+		seen := waiter.contended
 		for len(seen) > 0 { // an earlier hand-off's
 			<-seen
 		}
@@ -110,7 +113,7 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	// have ended (subscriptionLinger), nothing published before can reach
 	// the next waiter's.
 	testwait.Until(t, "the locker's subscriptions ended", func() bool {
-		for _, n := range nodesOf[mine] {
+		for _, n := range mine.nodes {
 			if n.hub.core.Current() != nil {
 				return false
 			}
