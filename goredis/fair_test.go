@@ -121,9 +121,13 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 		return true
 	})
 
-	// Contended: the locker's next fair call on the key subscribes before
-	// its first attempt, and that attempt is its only one.
-	l, ran, published := handOff(mine, mine, 1)
+	// Contended. The locker's next fair call on the key, the holder's,
+	// subscribes before its attempt (the waiter above found the key
+	// taken) and takes that record with it (takeContended): the waiter
+	// attempts, subscribes and attempts again. The release comes after
+	// both attempts are over: one still under way would be counted with
+	// it, and could take the grant over itself.
+	l, ran, published := handOff(mine, mine, 2)
 	heldEverywhere(l)
 	assert.Equal(t, len(direct), ran, "the release, and no attempt of the waiter's")
 	assert.Zero(t, published, "a grant within the locker is not announced")
