@@ -105,11 +105,9 @@ func (w *waiter) run() (*Lock, error) {
 			}
 			return nil, exhausted(retry, w.attempts, err)
 		}
-		if f := w.fair(); f != nil {
-			f.delay = delay
-		}
-		timer := w.cfg.clock.After(delay) // subscribing below must not lengthen the delay
-		lock, e := w.waitOut(timer, delay)
+		var lock *Lock
+		var e error
+		retry, lock, e = w.waitDelays(retry, delay)
 		if lock != nil {
 			return lock, nil
 		}
@@ -130,12 +128,66 @@ func (w *waiter) run() (*Lock, error) {
 	}
 }
 
-// waitOut waits until timer fires or ctx ends, making an attempt on every
-// wake-up meanwhile. It subscribes to releases first, once per call, when
-// hand-off is on and there is a delay to wait. It returns the lock if a
-// woken attempt took it, else the last woken attempt's error, if any.
-func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, error) {
+// waitDelays waits out backoff delay retry, delay long, and, for a fair
+// waiter that would let the delays after it pass without an attempt
+// (waitsForGrant), those delays too, on one timer (lettingPass): a
+// waiter far back in the queue sleeps until its grant or its next
+// attempt, instead of waking at each delay's end only to sleep again.
+// A wake-up by an announcement ends such a stretch: the waiter attempts
+// as within any delay (waitOut), in the delay under way, and plans the
+// rest anew from what that attempt found. It returns the last delay
+// waited out, at whose end the caller attempts, or not, as after any
+// delay; and the lock a woken attempt took, or the last woken attempt's
+// error, if any.
+func (w *waiter) waitDelays(retry int, delay time.Duration) (int, *Lock, error) {
+	end := w.cfg.clock.Now().Add(delay) // subscribing in waitOut must not lengthen the delay
 	var err error
+	for {
+		w.inDelay(retry)
+		last, until := w.lettingPass(retry, end)
+		timer := w.cfg.clock.After(until.Sub(w.cfg.clock.Now()))
+		lock, woken, e := w.waitOut(timer, delay, last > retry)
+		if lock != nil {
+			return last, lock, nil
+		}
+		if e != nil {
+			err = e
+		}
+		if !woken {
+			w.inDelay(last)
+			return last, nil, err
+		}
+		for now := w.cfg.clock.Now(); retry < last && !now.Before(end); {
+			retry++
+			d, _ := w.cfg.strategy.Backoff(retry)
+			end = end.Add(d)
+		}
+		w.inDelay(retry)
+		if lock, e = w.wokenAttempt(); lock != nil {
+			return retry, lock, nil
+		}
+		if e != nil {
+			err = e
+		}
+	}
+}
+
+// inDelay records, for a fair waiter, that backoff delay retry is under
+// way: the stay of its entry depends on it (fairKey.plan).
+func (w *waiter) inDelay(retry int) {
+	if f := w.fair(); f != nil {
+		f.delay, _ = w.cfg.strategy.Backoff(retry)
+	}
+}
+
+// waitOut waits until timer fires or ctx ends, making an attempt on every
+// wake-up meanwhile; or, when stretch is set (the timer ends several
+// delays, see waitDelays), returning at the first wake-up, with woken
+// set, for the caller to attempt. It subscribes to releases first, once
+// per call, when hand-off is on and there is a delay to wait. It returns
+// the lock if a woken attempt took it, else the last woken attempt's
+// error, if any.
+func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration, stretch bool) (lock *Lock, woken bool, err error) {
 	if !w.watched && !w.cfg.noHandoff && delay > 0 {
 		w.watched = true
 		if w.watch() && (w.wake.first() || w.queues()) {
@@ -146,35 +198,48 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration) (*Lock, er
 			// the queues and has yet to enter them (joinQueues).
 			lock, e := w.try(false)
 			if e == nil {
-				return lock, nil
+				return lock, false, nil
 			}
 			err = e
 		}
 	}
-	var woken <-chan struct{}
+	var wake <-chan struct{}
 	if w.wake != nil {
-		woken = w.wake.ch
+		wake = w.wake.ch
 	}
 	for {
 		select {
 		case <-w.ctx.Done():
-			return nil, err
+			return nil, false, err
 		case <-timer:
-			return nil, err
-		case <-woken:
-			if lock := w.transferred(); lock != nil {
-				return lock, nil
+			return nil, false, err
+		case <-wake:
+			if stretch {
+				return nil, true, err
 			}
-			if w.gate < 0 && w.fair() == nil && !spread(w.ctx, len(w.nodes)) {
-				continue // ctx ended: the next select returns
+			lock, e := w.wokenAttempt()
+			if lock != nil {
+				return lock, false, nil
 			}
-			lock, e := w.try(true)
-			if e == nil {
-				return lock, nil
+			if e != nil {
+				err = e
 			}
-			err = e
 		}
 	}
+}
+
+// wokenAttempt is the attempt of a waiter woken by an announcement: a
+// transfer it was given, or an attempt, after the random spread when
+// several lockers' waiters may wake at once (see spread). It returns nil
+// and no error when ctx ended during the spread.
+func (w *waiter) wokenAttempt() (*Lock, error) {
+	if lock := w.transferred(); lock != nil {
+		return lock, nil
+	}
+	if w.gate < 0 && w.fair() == nil && !spread(w.ctx, len(w.nodes)) {
+		return nil, nil
+	}
+	return w.try(true)
 }
 
 // watch subscribes to the key's releases and joins its locker's line

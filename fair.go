@@ -404,23 +404,56 @@ func (f *fairKey) plan(cfg *config) {
 // So a waiter further back waits for its grant instead of asking the
 // nodes every time its delay runs out: with 8 processes contending at 5
 // nodes, those refused attempts were most of the nodes' and clients' work
-// (BENCHMARKS.md), on a machine the hand-off shares with them. The cost:
-// when the entries ahead expire unannounced (their waiters died), it
-// notices at its next refresh rather than at its next delay.
+// (BENCHMARKS.md), on a machine the hand-off shares with them; and it
+// waits for the delays it lets pass on one timer (lettingPass), rather
+// than waking at each one's end. The cost: when the entries ahead expire
+// unannounced (their waiters died), it notices at its next refresh
+// rather than at its next delay.
 func (w *waiter) waitsForGrant(n int) bool {
+	due, ok := w.grantDue()
+	if !ok {
+		return false
+	}
+	next, ok := w.cfg.strategy.Backoff(n + 1)
+	return ok && w.cfg.clock.Now().Add(next).Before(due)
+}
+
+// grantDue reports whether the waiter is a fair one whose latest attempt
+// lets it wait for its grant (the first condition of waitsForGrant, and
+// a Retry strategy), and the time by which its next attempt must come,
+// to refresh its entry before the entry's stay runs out.
+func (w *waiter) grantDue() (time.Time, bool) {
 	f := w.fair()
 	if f == nil || w.wake == nil || !w.wake.listening() || int(f.behind.Load()) < quorum(len(w.nodes)) {
-		return false
+		return time.Time{}, false
 	}
-	r, ok := w.cfg.strategy.(retry) // a custom Strategy is not consulted ahead of its time
-	if !ok {
-		return false
+	if _, ok := w.cfg.strategy.(retry); !ok { // a custom Strategy is not consulted ahead of its time
+		return time.Time{}, false
 	}
-	next, ok := r.Backoff(n + 1)
-	if !ok {
-		return false
+	return f.start.Add(f.stay - w.cfg.timeout() - fairMargin), true
+}
+
+// maxStretch bounds the backoff delays that one timer covers
+// (lettingPass): with short delays of one length (a campaign's) and a
+// long TTL, an entry would outlive thousands of them.
+const maxStretch = 64
+
+// lettingPass returns the last of the backoff delays retry, retry + 1, …
+// that a waiter will have waited out, letting each before it pass
+// (waitsForGrant), when delay retry ends at end; and when that delay
+// ends. Nothing that waitsForGrant weighs changes without an attempt but
+// the time, so its answer at each delay's end is known when the first
+// begins; an attempt on a wake-up meanwhile ends the stretch (waitDelays).
+func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
+	due, ok := w.grantDue()
+	for n := 0; ok && n < maxStretch; n++ {
+		next, more := w.cfg.strategy.Backoff(retry + 1)
+		if !more || !end.Add(next).Before(due) {
+			break
+		}
+		retry, end = retry+1, end.Add(next)
 	}
-	return w.cfg.clock.Now().Add(next + w.cfg.timeout() + fairMargin).Before(f.start.Add(f.stay))
+	return retry, end
 }
 
 // subscribesFirst reports whether a fair Lock call subscribes to the

@@ -462,6 +462,132 @@ func TestFairWaiterBehindKeepsItsPlace(t *testing.T) {
 	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
 }
 
+// stretchLocker is a fair locker with a manual clock whose calls on key
+// find two entries ahead of them on every node: "a", which holds the
+// key, and "b", which waits. Its delays are 10, 20, 40 … 1280 ms; its
+// node timeout is 1 s (a tenth of the TTL), so an attempt during delay n
+// keeps its entry 2·delay(n) + 2 s + fairMargin, and the waiter may let
+// delays pass while the next attempt still comes a node timeout and
+// fairMargin before that (waitsForGrant).
+func stretchLocker(t *testing.T, key string) (*redlock.Redlock, []*fakenode.Node, []*redis.Client, *manualClock) {
+	t.Helper()
+	clock := newManualClock()
+	rls, fakes, clients := fairLockers(t, 3, 1, redlock.WithClock(clock), redlock.WithTTL(10*time.Second),
+		redlock.WithStrategy(redlock.Retry(8, 10*time.Millisecond)))
+	for _, c := range clients {
+		fq := node(t, c).(redlock.FairQueuer)
+		for i, ticket := range []string{"a", "b"} {
+			_, _, err := fq.AcquireFair(t.Context(), key, "tok-"+ticket, time.Minute, ticket, int64(i+1), time.Minute, 1)
+			require.NoError(t, err)
+		}
+	}
+	return rls[0], fakes[0], clients, clock
+}
+
+// waitsOutFirstDelay starts a Lock of key on rl and returns once the call
+// has attempted, subscribed, attempted again (two attempts per node),
+// and waits out its first delay, the clock's first timer.
+func waitsOutFirstDelay(t *testing.T, ctx context.Context, rl *redlock.Redlock, ns []*fakenode.Node, clock *manualClock, key string) <-chan lockResult {
+	t.Helper()
+	ch := make(chan lockResult, 1)
+	go func() {
+		l, err := rl.Lock(ctx, key)
+		ch <- lockResult{l, err}
+	}()
+	testwait.Until(t, "two attempts, and the first delay", func() bool {
+		return answered(ns, fakenode.AcquireFair) == 2*len(ns) && len(clock.Asked()) == 1
+	})
+	return ch
+}
+
+// A waiter far back waits for the delays it lets pass on one timer, not
+// one per delay, and makes the attempts it would make with one timer a
+// delay: when its entry needs refreshing, when the last delay ends, and
+// ErrTimeout then, at the same moment.
+func TestFairWaiterBehindSleepsOnOneTimer(t *testing.T) {
+	const key = "fair:stretch"
+	rl, ns, _, clock := stretchLocker(t, key)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ch := waitsOutFirstDelay(t, ctx, rl, ns, clock, key)
+	const ms = time.Millisecond
+	attempts := func(n int) func() bool {
+		return func() bool { return answered(ns, fakenode.AcquireFair) == n*len(ns) }
+	}
+	// The attempt during the first delay keeps the entry until 2030 ms,
+	// which the attempt after the delay ending at 630 ms must refresh
+	// 1010 ms ahead: the delays of 20 to 320 ms pass on one timer.
+	clock.Advance(10 * ms)
+	testwait.Until(t, "the next timer", func() bool { return len(clock.Asked()) == 2 })
+	assert.Equal(t, 620*ms, clock.Asked()[1], "one timer for the delays of 20, 40, 80, 160 and 320 ms")
+	clock.Advance(619 * ms)
+	assert.Equal(t, 2*len(ns), calls(ns, fakenode.AcquireFair), "no attempt before they end")
+	clock.Advance(ms)
+	testwait.Until(t, "an attempt at 630 ms", attempts(3))
+
+	// That attempt keeps the entry until 3280 ms: the delay of 640 ms
+	// must end with an attempt (the next one would end at 2550 ms), and
+	// so must the last.
+	testwait.Until(t, "the next timer", func() bool { return len(clock.Asked()) == 3 })
+	assert.Equal(t, 640*ms, clock.Asked()[2])
+	clock.Advance(640 * ms)
+	testwait.Until(t, "an attempt at 1270 ms", attempts(4))
+	testwait.Until(t, "the last timer", func() bool { return len(clock.Asked()) == 4 })
+	assert.Equal(t, 1280*ms, clock.Asked()[3])
+	clock.Advance(1280 * ms)
+	r := testwait.Next(t, ch)
+	require.ErrorIs(t, r.err, redlock.ErrTimeout)
+	assert.Equal(t, 5*len(ns), calls(ns, fakenode.AcquireFair), "an attempt when the last delay ended")
+	assert.Len(t, clock.Asked(), 4, "four timers for eight delays")
+}
+
+// A wake-up during a stretch of delays ends it: the waiter attempts at
+// once, and plans anew from what that attempt found. Next in line now,
+// it attempts again when the delay under way ends, and on every delay
+// after.
+func TestFairWaiterBehindWokenPlansAnew(t *testing.T) {
+	const key = "fair:replan"
+	rl, ns, clients, clock := stretchLocker(t, key)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ch := waitsOutFirstDelay(t, ctx, rl, ns, clock, key)
+	const ms = time.Millisecond
+	clock.Advance(10 * ms)
+	testwait.Until(t, "the stretch's timer", func() bool { return len(clock.Asked()) == 2 })
+	clock.Advance(30 * ms) // 40 ms in: the third delay (30 to 70 ms) is under way
+
+	q, exp, grants := redlock.QueueKeys(key)
+	for _, c := range clients { // "b" leaves unannounced; a release by someone else is announced
+		require.NoError(t, c.ZRem(t.Context(), q, "b").Err())
+		require.NoError(t, c.ZRem(t.Context(), exp, "b").Err())
+		require.NoError(t, c.HDel(t.Context(), grants, "b").Err())
+	}
+	for _, c := range clients {
+		require.NoError(t, c.Publish(t.Context(), redlock.ReleaseChannel(key), "0e0e0e0e-someone-else").Err())
+	}
+	testwait.Until(t, "the woken attempt and the next timer", func() bool { return len(clock.Asked()) == 3 })
+	assert.Equal(t, 3*len(ns), calls(ns, fakenode.AcquireFair), "one woken attempt")
+	assert.Equal(t, 30*ms, clock.Asked()[2], "next in line: the delay under way ends when it would have")
+
+	clock.Advance(30 * ms)
+	testwait.Until(t, "the attempt at that delay's end", func() bool { return len(clock.Asked()) == 4 })
+	assert.Equal(t, 4*len(ns), calls(ns, fakenode.AcquireFair))
+	assert.Equal(t, 80*ms, clock.Asked()[3], "and the next delay on its own timer")
+
+	for _, c := range clients { // "a" releases
+		require.NoError(t, c.Del(t.Context(), key).Err())
+		require.NoError(t, c.ZRem(t.Context(), q, "a").Err())
+		require.NoError(t, c.ZRem(t.Context(), exp, "a").Err())
+		require.NoError(t, c.HDel(t.Context(), grants, "a").Err())
+	}
+	clock.Advance(80 * ms)
+	r := testwait.Next(t, ch)
+	require.NoError(t, r.err, "the head takes the free key when its delay ends")
+	assert.Equal(t, 5*len(ns), calls(ns, fakenode.AcquireFair))
+	require.NoError(t, r.l.Unlock(t.Context()))
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
 // A waiter that died (its entry is never refreshed nor removed) blocks a
 // free key only until its entry expires.
 func TestFairDeadWaiterExpires(t *testing.T) {

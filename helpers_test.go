@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,66 @@ func (c *fakeClock) Delays() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.delays...)
+}
+
+// manualClock is a Clock whose time moves only by Advance, which fires
+// the timers of After that have fallen due; it records the delays asked
+// of After.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	asked  []time.Duration
+	timers []manualTimer
+}
+
+type manualTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, d)
+	t := manualTimer{at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	c.timers = append(c.timers, t)
+	c.fireLocked()
+	return t.ch
+}
+
+// Advance moves the time on by d and fires the timers due by then.
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.fireLocked()
+}
+
+func (c *manualClock) fireLocked() {
+	c.timers = slices.DeleteFunc(c.timers, func(t manualTimer) bool {
+		if t.at.After(c.now) {
+			return false
+		}
+		t.ch <- c.now
+		return true
+	})
+}
+
+// Asked returns the delays asked of After so far.
+func (c *manualClock) Asked() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.asked)
 }
 
 // onAcquire wraps bs in fake nodes that hide Fencer and Notifier (plain
