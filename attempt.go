@@ -27,6 +27,7 @@ type waiter struct {
 	last      []error    // what each node said to the last attempt
 	leftovers []leftover // SETs of failed attempts that may still hold a node
 	watched   bool       // subscribing was tried (once per call)
+	byOther   bool       // queued since another locker's lock refused the call, now or in a call before (joinQueues, subscribesFirst)
 	waited    bool       // the call's first attempt did not take the lock
 	sent      int        // the number of the latest attempt sent to the nodes (not refused by the locker itself)
 	wake      *wakeup    // release announcements, once subscribed

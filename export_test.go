@@ -35,8 +35,8 @@ func Contended(l Locker, key string) bool {
 	ls := linesOf(l)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	until, ok := ls.contended[key]
-	return ok && time.Now().Before(until)
+	c, ok := ls.contended[key]
+	return ok && time.Now().Before(c.until)
 }
 
 // LockerID returns l's id, which begins its fair calls' tickets.

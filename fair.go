@@ -33,9 +33,15 @@ import (
 // later call that would barge in finds it taken and queues in turn; only
 // the release of a lock taken with a plain attempt (the first holder of
 // a contention: it found the key free) just frees the key, and a call
-// that finds it free then takes it ahead of the queue, once. Calls refused by their own locker's
-// lock stay plain, in their locker's line, and take transfers
-// (handoff.go) as before. WithFairness queues a call from its first
+// that finds it free then takes it ahead of the queue, once. Calls
+// refused by their own locker's lock stay plain, in their locker's line,
+// and take transfers (handoff.go) as before. A locker remembers, for a
+// TTL, that another locker's lock refused one of its calls that then
+// waited (markContended): its next default call on the key queues from
+// its first attempt, subscribed first (subscribesFirst), as a
+// WithFairness call would, instead of a plain attempt that would be
+// refused and a fair one after it; it pays the queue's script, and a
+// subscription, even if it finds the key free. WithFairness queues a call from its first
 // attempt (so it also orders calls that find the key free between a
 // release and the head's attempt); WithoutFairness never queues, the
 // behaviour of plain Redlock clients.
@@ -122,6 +128,8 @@ import (
 // not have been announced to it. A locker remembers, for a TTL, that one
 // of its fair calls found the key taken (markContended); its next fair
 // call on the key subscribes before its first attempt (subscribesFirst),
+// and so does its next default call when the lock that refused the
+// earlier one was another locker's,
 // so that one attempt does both (queues, and is the one a grant names),
 // and a waiter far back waits for its grant from the first delay on.
 //
@@ -459,7 +467,12 @@ func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 // subscribesFirst reports whether a fair Lock call subscribes to the
 // key's announcements before its first attempt instead of after it: when
 // a fair call of its locker found the key taken lately (markContended),
-// hand-off is on and the strategy is Retry with delays.
+// hand-off is on and the strategy is Retry with delays. A default call
+// that may join the queues (mayJoinQueues) does the same, and becomes
+// fair for the whole call, when its locker's call that found the key
+// taken lately was refused by another locker's lock: it queues from its
+// first attempt. Across 8 processes at five nodes the default's
+// hand-off then ran as fast as WithFairness's (BENCHMARKS.md).
 //
 // A fair call that attempts first and is refused subscribes, then makes
 // a second attempt at once (waitOut): a release between the two was not
@@ -474,7 +487,14 @@ func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 // TTL: then it pays one subscription it did not need, and finding the
 // key free, leaves no news for the next call.
 func (w *waiter) subscribesFirst() bool {
-	return w.fair() != nil && waitsForReleases(w.cfg) && w.cfg.lines.takeContended(w.key, w.cfg.clock.Now())
+	if w.fair() != nil {
+		return waitsForReleases(w.cfg) && w.cfg.lines.takeContended(w.key, w.cfg.clock.Now(), false)
+	}
+	if !w.mayJoinQueues() || !w.cfg.lines.takeContended(w.key, w.cfg.clock.Now(), true) {
+		return false
+	}
+	w.what = newFairKey(w.cfg)
+	return true
 }
 
 // queues reports whether the attempt under way is a fair call's first:
@@ -498,22 +518,22 @@ func (w *waiter) queues() bool {
 // calls that do not wait with hand-off on (waitsForReleases), nor over a
 // node that is not a FairQueuer.
 func (w *waiter) joinQueues() {
-	if w.cfg.unfair || w.cfg.fair || w.cfg.fencing || w.what != target(oneKey{}) || w.keys != nil ||
-		w.sent != w.attempts || !waitsForReleases(w.cfg) {
+	if w.sent != w.attempts {
 		return
 	}
-	refused := 0
-	for _, err := range w.last {
-		if err == ErrNotAcquired {
-			refused++
+	if f := w.fair(); f != nil {
+		// A default call that queued from its first attempt
+		// (subscribesFirst) learns from it whether another locker's
+		// lock refused it, which its record (markContended) says.
+		if !w.cfg.fair && !w.byOther && f.attempt == 1 {
+			w.byOther = w.refusedByOther()
 		}
-	}
-	if refused < quorum(len(w.nodes)) { // no lock holds the key (a split vote, leftovers), or nodes did not answer
 		return
 	}
-	if lacking[FairQueuer](w.nodes) != nil || w.cfg.lines.holds(w.key, w.cfg.clock.Now()) {
+	if !w.mayJoinQueues() || !w.refusedByOther() {
 		return
 	}
+	w.byOther = true
 	if w.wake != nil {
 		w.stopWatching()
 		w.wake, w.watched, w.gate = nil, false, -1
@@ -521,13 +541,46 @@ func (w *waiter) joinQueues() {
 	w.what = newFairKey(w.cfg)
 }
 
-// markContended records, for a fair call whose first attempt did not
-// take the lock, that the key is contended: for the next TTL, the
-// locker's next fair call on it subscribes first.
-func (w *waiter) markContended() {
-	if w.cfg.fair && w.waited {
-		w.cfg.lines.markContended(w.key, w.cfg.clock.Now(), w.cfg.ttl)
+// refusedByOther reports whether a quorum of the nodes refused the
+// latest attempt (a lock holds the key, not a split vote, leftovers or
+// silent nodes) while the locker held no lock of the key (lines.holds):
+// the holder is another locker's.
+func (w *waiter) refusedByOther() bool {
+	refused := 0
+	for _, err := range w.last {
+		if err == ErrNotAcquired {
+			refused++
+		}
 	}
+	return refused >= quorum(len(w.nodes)) && !w.cfg.lines.holds(w.key, w.cfg.clock.Now())
+}
+
+// mayJoinQueues reports whether a plain call may become fair
+// (joinQueues, subscribesFirst): not WithoutFairness nor WithFairness
+// (fair from the start), not WithFencing, a Lock of one key (not a set,
+// a reader or a writer) that waits with hand-off on, over nodes that
+// are all FairQueuers.
+func (w *waiter) mayJoinQueues() bool {
+	return !w.cfg.unfair && !w.cfg.fair && !w.cfg.fencing && w.what == target(oneKey{}) && w.keys == nil &&
+		waitsForReleases(w.cfg) && lacking[FairQueuer](w.nodes) == nil
+}
+
+// markContended records, for a call queued in the nodes' queues whose
+// first attempt did not take the lock, that the key is contended: for
+// the next TTL, the locker's next fair call on it subscribes first; and,
+// when another locker's lock refused the call (w.byOther), so does its
+// next default call, which then queues from its first attempt
+// (subscribesFirst).
+func (w *waiter) markContended() {
+	if w.waited && (w.cfg.fair || w.byOther) {
+		w.cfg.lines.markContended(w.key, w.cfg.clock.Now(), w.cfg.ttl, w.byOther)
+	}
+}
+
+// contention is a locker's record of a contended key (markContended).
+type contention struct {
+	until   time.Time
+	byOther bool // another locker's lock refused the call that left it
 }
 
 // maxContended bounds the keys a locker remembers as contended; beyond
@@ -535,15 +588,15 @@ func (w *waiter) markContended() {
 // while none has expired.
 const maxContended = 256
 
-func (ls *lines) markContended(key string, now time.Time, ttl time.Duration) {
+func (ls *lines) markContended(key string, now time.Time, ttl time.Duration, byOther bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.contended == nil {
-		ls.contended = map[string]time.Time{}
+		ls.contended = map[string]contention{}
 	}
 	if _, ok := ls.contended[key]; !ok && len(ls.contended) >= maxContended {
-		for k, until := range ls.contended {
-			if !now.Before(until) {
+		for k, c := range ls.contended {
+			if !now.Before(c.until) {
 				delete(ls.contended, k)
 			}
 		}
@@ -551,20 +604,22 @@ func (ls *lines) markContended(key string, now time.Time, ttl time.Duration) {
 			return
 		}
 	}
-	ls.contended[key] = now.Add(ttl)
+	ls.contended[key] = contention{until: now.Add(ttl), byOther: byOther}
 }
 
 // takeContended reports whether key was recorded as contended and the
-// record has not expired at now, and forgets it: the call that takes it
-// records it again if it finds the key taken too.
-func (ls *lines) takeContended(key string, now time.Time) bool {
+// record has not expired at now, and, with byOther, was left by a call
+// that another locker's lock refused; and forgets a record it reports:
+// the call that takes it records it again if it finds the key taken too.
+func (ls *lines) takeContended(key string, now time.Time, byOther bool) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	until, ok := ls.contended[key]
-	if ok {
-		delete(ls.contended, key)
+	c, ok := ls.contended[key]
+	if !ok || byOther && !c.byOther {
+		return false
 	}
-	return ok && now.Before(until)
+	delete(ls.contended, key)
+	return now.Before(c.until)
 }
 
 // claimableLocked reports whether releases granted the fair waiter's

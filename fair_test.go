@@ -143,6 +143,61 @@ func TestContendedCallsQueueWithoutWithFairness(t *testing.T) {
 	}
 }
 
+// A default call that another locker's lock refused leaves a record:
+// the locker's next default call on the key queues from its first
+// attempt, subscribed first, with no plain attempt before it. A call
+// refused by its own locker's lock leaves none: the locker's next call
+// starts plain.
+func TestDefaultCallAfterOtherLockersContentionQueuesAtOnce(t *testing.T) {
+	rls, fakes, clients := queueLockers(t, 3, 2)
+	const key = "fair:record"
+	ns := fakes[1]
+	// waitFor has rls[1] wait for rls[0]'s lock, taken with a plain
+	// attempt (its release frees the key and wakes the waiter, which
+	// attempts), and counts the waiter's plain and fair attempts per node.
+	waitFor := func(plainWant, fairWant int) {
+		t.Helper()
+		held, err := rls[0].Lock(t.Context(), key)
+		require.NoError(t, err)
+		plain, fair := calls(ns, fakenode.Acquire), calls(ns, fakenode.AcquireFair)
+		ch := queued(t, t.Context(), rls[1], ns, key)
+		testwait.Until(t, "the waiter's attempts before the release", func() bool {
+			return answered(ns, fakenode.AcquireFair)-fair >= (fairWant-1)*len(ns)
+		})
+		require.NoError(t, held.Unlock(t.Context()))
+		r := testwait.Next(t, ch)
+		require.NoError(t, r.err)
+		require.NoError(t, r.l.Unlock(t.Context()))
+		assert.Equal(t, plainWant*len(ns), calls(ns, fakenode.Acquire)-plain, "plain attempts")
+		assert.Equal(t, fairWant*len(ns), calls(ns, fakenode.AcquireFair)-fair, "fair attempts")
+	}
+	// Plain, refused by rls[0]'s lock: joins the queues, subscribes,
+	// attempts fair; the release wakes it to one more.
+	waitFor(1, 2)
+	// Subscribed first: one fair attempt, and the woken one.
+	waitFor(0, 2)
+	waitFor(0, 2)
+	assert.True(t, redlock.Contended(rls[1], key), "the last call was refused by rls[0]'s lock")
+
+	// Refused by its own locker's lock: the call stays plain (it stands
+	// in the locker's line), and leaves no record.
+	held, err := rls[1].Lock(t.Context(), key) // takes the record: queues at once, finds the key free
+	require.NoError(t, err)
+	assert.False(t, redlock.Contended(rls[1], key), "taken by that call, which did not wait")
+	ch := make(chan lockResult, 1)
+	go func() {
+		l, err := rls[1].Lock(t.Context(), key)
+		ch <- lockResult{l, err}
+	}()
+	testwait.Until(t, "the second call waits in line", func() bool { return redlock.Waiting(rls[1], key) })
+	require.NoError(t, held.Unlock(t.Context()))
+	r := testwait.Next(t, ch)
+	require.NoError(t, r.err)
+	require.NoError(t, r.l.Unlock(t.Context()))
+	assert.False(t, redlock.Contended(rls[1], key), "no record of a refusal by the locker's own lock")
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+}
+
 // stillWaiting fails the test if the Lock call behind ch has returned.
 func stillWaiting(t *testing.T, ch <-chan lockResult, format string, args ...any) {
 	t.Helper()

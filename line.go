@@ -48,9 +48,10 @@ type lines struct {
 	id string
 	mu sync.Mutex
 	m  map[string]*line
-	// contended: keys for which a fair Lock call of the locker found the
-	// key taken, until when that is news (fair.go, subscribesFirst).
-	contended map[string]time.Time
+	// contended: keys for which a Lock call of the locker found the key
+	// taken while queued, until when that is news, and whether another
+	// locker's lock refused it (fair.go, subscribesFirst).
+	contended map[string]contention
 	// own: the lock of one key this locker holds, by key, whether or not
 	// anyone was in line for it, until its Unlock or the end of its
 	// validity: a call refused while one is held was refused by its own

@@ -173,22 +173,32 @@ func TestWakeupFairClaimsTrustedGrantsOnly(t *testing.T) {
 func TestContendedRecords(t *testing.T) {
 	ls := newLines()
 	now := time.Unix(1000, 0)
-	ls.markContended("a", now, time.Second)
-	assert.False(t, ls.takeContended("a", now.Add(time.Second)), "expired after the TTL")
-	assert.False(t, ls.takeContended("a", now), "taken (and dropped) by the call before")
-	ls.markContended("a", now, time.Second)
-	assert.True(t, ls.takeContended("a", now.Add(time.Second-1)))
-	assert.False(t, ls.takeContended("a", now), "one call takes it")
+	ls.markContended("a", now, time.Second, false)
+	assert.False(t, ls.takeContended("a", now.Add(time.Second), false), "expired after the TTL")
+	assert.False(t, ls.takeContended("a", now, false), "taken (and dropped) by the call before")
+	ls.markContended("a", now, time.Second, false)
+	assert.True(t, ls.takeContended("a", now.Add(time.Second-1), false))
+	assert.False(t, ls.takeContended("a", now, false), "one call takes it")
 
 	for i := range maxContended {
-		ls.markContended(strconv.Itoa(i), now, time.Second)
+		ls.markContended(strconv.Itoa(i), now, time.Second, false)
 	}
-	ls.markContended("full", now, time.Second)
+	ls.markContended("full", now, time.Second, false)
 	assert.NotContains(t, ls.contended, "full", "no room while every record is live")
 	assert.Len(t, ls.contended, maxContended, "a live record is not evicted")
-	ls.markContended("full", now.Add(time.Second), time.Second) // the others expired: room again
+	ls.markContended("full", now.Add(time.Second), time.Second, false) // the others expired: room again
 	assert.Len(t, ls.contended, 1, "the expired records were dropped")
-	assert.True(t, ls.takeContended("full", now.Add(time.Second)))
+	assert.True(t, ls.takeContended("full", now.Add(time.Second), false))
+
+	// A default call takes only a record that another locker's lock
+	// left; a WithFairness call takes either.
+	ls.markContended("own", now, time.Second, false)
+	assert.False(t, ls.takeContended("own", now, true), "left by a refusal of the locker's own")
+	assert.True(t, ls.takeContended("own", now, false), "and still there for a WithFairness call")
+	ls.markContended("other", now, time.Second, true)
+	assert.True(t, ls.takeContended("other", now, true))
+	ls.markContended("other", now, time.Second, true)
+	assert.True(t, ls.takeContended("other", now, false))
 }
 
 // A locker's record of its own locks (lines.held, extended, unheld,
