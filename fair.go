@@ -41,10 +41,10 @@ import (
 // its first attempt, subscribed first (subscribesFirst), as a
 // WithFairness call would, instead of a plain attempt that would be
 // refused and a fair one after it; it pays the queue's script, and a
-// subscription, even if it finds the key free. WithFairness queues a call from its first
-// attempt (so it also orders calls that find the key free between a
-// release and the head's attempt); WithoutFairness never queues, the
-// behaviour of plain Redlock clients.
+// subscription, even if it finds the key free. WithFairness queues a
+// call from its first attempt (so it also orders calls that find the
+// key free between a release and the head's attempt); WithoutFairness
+// never queues, the behaviour of plain Redlock clients.
 //
 // Each node keeps, per lock key, a queue of waiting Lock calls (a sorted
 // set, key + ":queue", the entries' expiries, key + ":queue:exp", and
