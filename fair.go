@@ -577,12 +577,6 @@ func (w *waiter) markContended() {
 	}
 }
 
-// contention is a locker's record of a contended key (markContended).
-type contention struct {
-	until   time.Time
-	byOther bool // another locker's lock refused the call that left it
-}
-
 // maxContended bounds the keys a locker remembers as contended; beyond
 // it, expired records are dropped first, and a new one is not recorded
 // while none has expired.

@@ -70,6 +70,14 @@ type lines struct {
 	released map[string]string
 }
 
+// contention is a locker's record of a contended key (fair.go,
+// markContended): until when it is news, and whether another locker's
+// lock refused the call that left it.
+type contention struct {
+	until   time.Time
+	byOther bool
+}
+
 // maxReleased bounds lines.released.
 const maxReleased = 256
 
