@@ -422,8 +422,17 @@ func (w *waiter) waitsForGrant(n int) bool {
 	if !ok {
 		return false
 	}
-	next, ok := w.cfg.strategy.Backoff(n + 1)
-	return ok && w.cfg.clock.Now().Add(next).Before(due)
+	_, passes := nextPassed(w.cfg.strategy, n, w.cfg.clock.Now(), due)
+	return passes
+}
+
+// nextPassed returns delay n + 1, and whether delay n, ending at end,
+// is let pass: the strategy grants delay n + 1, and the attempt at its
+// end still comes before due (grantDue). waitsForGrant asks it when a
+// delay ended, lettingPass for each delay of a stretch ahead.
+func nextPassed(s Strategy, n int, end, due time.Time) (time.Duration, bool) {
+	next, ok := s.Backoff(n + 1)
+	return next, ok && end.Add(next).Before(due)
 }
 
 // grantDue reports whether the waiter is a fair one whose latest attempt
@@ -455,8 +464,8 @@ const maxStretch = 64
 func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 	due, ok := w.grantDue()
 	for n := 0; ok && n < maxStretch; n++ {
-		next, more := w.cfg.strategy.Backoff(retry + 1)
-		if !more || !end.Add(next).Before(due) {
+		next, passes := nextPassed(w.cfg.strategy, retry, end, due)
+		if !passes {
 			break
 		}
 		retry, end = retry+1, end.Add(next)

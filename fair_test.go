@@ -548,7 +548,7 @@ func waiterBehind(t *testing.T, key string) (<-chan lockResult, []*fakenode.Node
 	}()
 	ns := fakes[0]
 	testwait.Until(t, "two attempts, and the first delay", func() bool {
-		return answered(ns, fakenode.AcquireFair) == 2*len(ns) && len(clock.Asked()) == 1
+		return answered(ns, fakenode.AcquireFair) == 2*len(ns) && len(clock.Delays()) == 1
 	})
 	return ch, ns, clients, clock
 }
@@ -568,8 +568,8 @@ func TestFairWaiterBehindSleepsOnOneTimer(t *testing.T) {
 	// which the attempt after the delay ending at 630 ms must refresh
 	// 1010 ms ahead: the delays of 20 to 320 ms pass on one timer.
 	clock.Advance(10 * ms)
-	testwait.Until(t, "the next timer", func() bool { return len(clock.Asked()) == 2 })
-	assert.Equal(t, 620*ms, clock.Asked()[1], "one timer for the delays of 20, 40, 80, 160 and 320 ms")
+	testwait.Until(t, "the next timer", func() bool { return len(clock.Delays()) == 2 })
+	assert.Equal(t, 620*ms, clock.Delays()[1], "one timer for the delays of 20, 40, 80, 160 and 320 ms")
 	clock.Advance(619 * ms)
 	assert.Equal(t, 2*len(ns), calls(ns, fakenode.AcquireFair), "no attempt before they end")
 	clock.Advance(ms)
@@ -578,17 +578,17 @@ func TestFairWaiterBehindSleepsOnOneTimer(t *testing.T) {
 	// That attempt keeps the entry until 3280 ms: the delay of 640 ms
 	// must end with an attempt (the next one would end at 2550 ms), and
 	// so must the last.
-	testwait.Until(t, "the next timer", func() bool { return len(clock.Asked()) == 3 })
-	assert.Equal(t, 640*ms, clock.Asked()[2])
+	testwait.Until(t, "the next timer", func() bool { return len(clock.Delays()) == 3 })
+	assert.Equal(t, 640*ms, clock.Delays()[2])
 	clock.Advance(640 * ms)
 	testwait.Until(t, "an attempt at 1270 ms", attempts(4))
-	testwait.Until(t, "the last timer", func() bool { return len(clock.Asked()) == 4 })
-	assert.Equal(t, 1280*ms, clock.Asked()[3])
+	testwait.Until(t, "the last timer", func() bool { return len(clock.Delays()) == 4 })
+	assert.Equal(t, 1280*ms, clock.Delays()[3])
 	clock.Advance(1280 * ms)
 	r := testwait.Next(t, ch)
 	require.ErrorIs(t, r.err, redlock.ErrTimeout)
 	assert.Equal(t, 5*len(ns), calls(ns, fakenode.AcquireFair), "an attempt when the last delay ended")
-	assert.Len(t, clock.Asked(), 4, "four timers for eight delays")
+	assert.Len(t, clock.Delays(), 4, "four timers for eight delays")
 }
 
 // A wake-up during a stretch of delays ends it: the waiter attempts at
@@ -600,7 +600,7 @@ func TestFairWaiterBehindWokenPlansAnew(t *testing.T) {
 	ch, ns, clients, clock := waiterBehind(t, key)
 	const ms = time.Millisecond
 	clock.Advance(10 * ms)
-	testwait.Until(t, "the stretch's timer", func() bool { return len(clock.Asked()) == 2 })
+	testwait.Until(t, "the stretch's timer", func() bool { return len(clock.Delays()) == 2 })
 	clock.Advance(30 * ms) // 40 ms in: the third delay (30 to 70 ms) is under way
 
 	q, exp, grants := redlock.QueueKeys(key)
@@ -612,14 +612,14 @@ func TestFairWaiterBehindWokenPlansAnew(t *testing.T) {
 	for _, c := range clients {
 		require.NoError(t, c.Publish(t.Context(), redlock.ReleaseChannel(key), "0e0e0e0e-someone-else").Err())
 	}
-	testwait.Until(t, "the woken attempt and the next timer", func() bool { return len(clock.Asked()) == 3 })
+	testwait.Until(t, "the woken attempt and the next timer", func() bool { return len(clock.Delays()) == 3 })
 	assert.Equal(t, 3*len(ns), calls(ns, fakenode.AcquireFair), "one woken attempt")
-	assert.Equal(t, 30*ms, clock.Asked()[2], "next in line: the delay under way ends when it would have")
+	assert.Equal(t, 30*ms, clock.Delays()[2], "next in line: the delay under way ends when it would have")
 
 	clock.Advance(30 * ms)
-	testwait.Until(t, "the attempt at that delay's end", func() bool { return len(clock.Asked()) == 4 })
+	testwait.Until(t, "the attempt at that delay's end", func() bool { return len(clock.Delays()) == 4 })
 	assert.Equal(t, 4*len(ns), calls(ns, fakenode.AcquireFair))
-	assert.Equal(t, 80*ms, clock.Asked()[3], "and the next delay on its own timer")
+	assert.Equal(t, 80*ms, clock.Delays()[3], "and the next delay on its own timer")
 
 	for _, c := range clients { // "a" releases
 		require.NoError(t, c.Del(t.Context(), key).Err())

@@ -89,14 +89,11 @@ func (c *fakeClock) Delays() []time.Duration {
 	return append([]time.Duration(nil), c.delays...)
 }
 
-// manualClock is a Clock whose time moves only by Advance, which fires
-// the timers of After that have fallen due; it records the delays asked
-// of After.
+// manualClock is fakeClock whose After fires only when Advance moves
+// the time past it; it records the delays asked of After (Delays).
 type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	asked  []time.Duration
-	timers []manualTimer
+	fakeClock
+	timers []manualTimer // guarded by fakeClock.mu
 }
 
 type manualTimer struct {
@@ -105,19 +102,13 @@ type manualTimer struct {
 }
 
 func newManualClock() *manualClock {
-	return &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
+	return &manualClock{fakeClock: fakeClock{now: newFakeClock().Now()}}
 }
 
 func (c *manualClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.asked = append(c.asked, d)
+	c.delays = append(c.delays, d)
 	t := manualTimer{at: c.now.Add(d), ch: make(chan time.Time, 1)}
 	c.timers = append(c.timers, t)
 	c.fireLocked()
@@ -140,13 +131,6 @@ func (c *manualClock) fireLocked() {
 		t.ch <- c.now
 		return true
 	})
-}
-
-// Asked returns the delays asked of After so far.
-func (c *manualClock) Asked() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.asked)
 }
 
 // onAcquire wraps bs in fake nodes that hide Fencer and Notifier (plain
