@@ -34,6 +34,13 @@ const (
 	// handoffSolo is how many lone Lock, hold, Unlock cycles measure
 	// solo-acq/s.
 	handoffSolo = 100
+	// handoffWarmup is how many acquisitions each worker makes, all
+	// workers contending, before the timer starts: the measured hand-off
+	// is the steady state that limit-acq/s describes (lu-p50 and
+	// solo-acq/s are measured warm too), not a process's first contended
+	// calls, which dial connections and subscriptions (warmup-ms reports
+	// what the warm-up took).
+	handoffWarmup = 2
 )
 
 // Both hand-off benchmarks report, besides acq/s, p50-wait-ms,
@@ -59,7 +66,11 @@ const (
 //   - release-p50-us: the p50 of the releasing worker's Unlock, from its
 //     start to its return: the part of the gap that is the release's
 //     round (after a hold, so with idle cores to wake), the rest being
-//     the next holder's wake-up.
+//     the next holder's wake-up;
+//   - warmup-ms: how long the untimed warm-up took (handoffWarmup
+//     acquisitions per worker, all contending, before the timer starts):
+//     what a burst of contention costs workers that have not contended
+//     yet, which the rates above leave out.
 
 // luP50 measures c's uncontended Lock+Unlock p50 on key.
 func luP50(b *testing.B, c Contender, key string) time.Duration {
@@ -105,7 +116,7 @@ func soloRate(b *testing.B, c Contender, key string) float64 {
 // intervals are the acquisitions' [acquired, releasing, released] times
 // (ns on one clock: released is when Unlock returned), in any order;
 // handoffReport sorts them.
-func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float64, waits latencies, counts []int, intervals [][3]int64) {
+func handoffReport(b *testing.B, elapsed, warmup, lu, holdSum time.Duration, solo float64, waits latencies, counts []int, intervals [][3]int64) {
 	waits.report(b, "wait-ms", time.Millisecond)
 	slices.SortFunc(intervals, func(x, y [3]int64) int { return cmp.Compare(x[0], y[0]) })
 	if len(intervals) > 1 {
@@ -136,37 +147,25 @@ func handoffReport(b *testing.B, elapsed, lu, holdSum time.Duration, solo float6
 	b.ReportMetric(float64(lu)/float64(time.Microsecond), "lu-p50-us")
 	b.ReportMetric(1/(hold+lu).Seconds(), "limit-acq/s")
 	b.ReportMetric(solo, "solo-acq/s")
+	b.ReportMetric(float64(warmup)/float64(time.Millisecond), "warmup-ms")
 }
 
 // BenchmarkHandoff is 8 workers (goroutines of one process sharing one
 // contender) taking turns on one key, each holding it for 1 ms, b.N
-// acquisitions in all. Each worker waits with its contender's own retry
+// acquisitions in all, timed after a warm-up (handoffWarmup). Each worker waits with its contender's own retry
 // configuration and calls Acquire again when that gives up, so the wait
 // measured is the time from wanting the lock to holding it.
 func BenchmarkHandoff(b *testing.B) {
 	each(b, contendedNodes, contended, func(b *testing.B, c Contender, key string) {
 		lu := luP50(b, c, key+":lu")
 		solo := soloRate(b, c, key+":solo")
-		var left atomic.Int64
-		left.Store(int64(b.N))
-		waits := make([]latencies, handoffWorkers)
-		for i := range waits {
-			waits[i] = make(latencies, 0, b.N)
-		}
-		counts := make([]int, handoffWorkers)
-		holds := make([]time.Duration, handoffWorkers)
-		spans := make([][][3]int64, handoffWorkers) // [acquired, releasing, released] since start
-		for i := range spans {
-			spans[i] = make([][3]int64, 0, b.N)
-		}
 		// A Rotator's workers each use a view of their own and make
-		// exactly their share of the turns; the others take the b.N
-		// acquisitions first come, first served.
+		// exactly their share of each phase's turns; the others take a
+		// phase's acquisitions first come, first served.
 		cs := make([]Contender, handoffWorkers)
-		more := make([]func() bool, handoffWorkers)
 		rot, rotating := c.(Rotator)
 		for w := range handoffWorkers {
-			cs[w], more[w] = c, func() bool { return left.Add(-1) >= 0 }
+			cs[w] = c
 			if !rotating {
 				continue
 			}
@@ -179,50 +178,74 @@ func BenchmarkHandoff(b *testing.B) {
 					b.Error(err)
 				}
 			})
-			share := rotationShare(b.N, w, handoffWorkers)
-			cs[w], more[w] = v, func() bool { share--; return share >= 0 }
+			cs[w] = v
 		}
+		waits := make([]latencies, handoffWorkers)
+		spans := make([][][3]int64, handoffWorkers) // [acquired, releasing, released] since start
+		for w := range handoffWorkers {
+			waits[w], spans[w] = make(latencies, 0, b.N), make([][3]int64, 0, b.N)
+		}
+		counts := make([]int, handoffWorkers)
+		holds := make([]time.Duration, handoffWorkers)
 		var inside atomic.Int32
-		var wg sync.WaitGroup
+		// phase runs total acquisitions and returns when they are all
+		// done; with record, their waits, holds and spans are kept.
+		phase := func(total int, record bool) {
+			var left atomic.Int64
+			left.Store(int64(total))
+			var wg sync.WaitGroup
+			start := time.Now()
+			for w := range handoffWorkers {
+				more := func() bool { return left.Add(-1) >= 0 }
+				if rotating {
+					share := rotationShare(total, w, handoffWorkers)
+					more = func() bool { share--; return share >= 0 }
+				}
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), handoffPatience)
+					defer cancel()
+					for more() {
+						t0 := time.Now()
+						h, err := acquireWaiting(ctx, cs[w], key)
+						if err != nil {
+							b.Errorf("worker %d: %v", w, err)
+							return
+						}
+						t1 := time.Now()
+						if inside.Add(1) != 1 {
+							b.Errorf("two holders at once")
+						}
+						time.Sleep(handoffHold)
+						inside.Add(-1)
+						t2 := time.Now()
+						if err := h.Unlock(context.Background()); err != nil {
+							b.Errorf("worker %d: unlock: %v", w, err)
+						}
+						if record {
+							waits[w] = append(waits[w], t1.Sub(t0))
+							holds[w] += t2.Sub(t1)
+							spans[w] = append(spans[w], [3]int64{int64(t1.Sub(start)), int64(t2.Sub(start)), int64(time.Since(start))})
+							counts[w]++
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		t0 := time.Now()
+		phase(handoffWarmup*handoffWorkers, false)
+		warmup := time.Since(t0)
 		b.ReportAllocs()
 		b.ResetTimer()
 		start := time.Now()
-		for w := range handoffWorkers {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), handoffPatience)
-				defer cancel()
-				for more[w]() {
-					t0 := time.Now()
-					h, err := acquireWaiting(ctx, cs[w], key)
-					if err != nil {
-						b.Errorf("worker %d: %v", w, err)
-						return
-					}
-					t1 := time.Now()
-					waits[w] = append(waits[w], t1.Sub(t0))
-					if inside.Add(1) != 1 {
-						b.Errorf("two holders at once")
-					}
-					time.Sleep(handoffHold)
-					inside.Add(-1)
-					t2 := time.Now()
-					holds[w] += t2.Sub(t1)
-					if err := h.Unlock(context.Background()); err != nil {
-						b.Errorf("worker %d: unlock: %v", w, err)
-					}
-					spans[w] = append(spans[w], [3]int64{int64(t1.Sub(start)), int64(t2.Sub(start)), int64(time.Since(start))})
-					counts[w]++
-				}
-			})
-		}
-		wg.Wait()
+		phase(b.N, true)
 		elapsed := time.Since(start)
 		b.StopTimer()
 		var holdSum time.Duration
 		for _, h := range holds {
 			holdSum += h
 		}
-		handoffReport(b, elapsed, lu, holdSum, solo, slices.Concat(waits...), counts, slices.Concat(spans...))
+		handoffReport(b, elapsed, warmup, lu, holdSum, solo, slices.Concat(waits...), counts, slices.Concat(spans...))
 	})
 }
 
@@ -253,7 +276,9 @@ func acquireWaiting(ctx context.Context, c Contender, key string) (Held, error) 
 // The parent checks that no two [acquired, releasing] intervals overlap
 // (one machine, one wall clock: mutual exclusion across processes) and
 // gives the child its next ticket, until none is left. Every child starts
-// with one ticket, so all eight contend all the time.
+// with one ticket, so all eight contend all the time. The timer starts
+// after a warm-up of handoffWarmup acquisitions per child, handed out the
+// same way (the intervals checked include them).
 const (
 	handoffChildEnv = "REDLOCK_BENCH_HANDOFF_CHILD" // "<impl> <key> <addr>,<addr>... <child index>"
 	// handoffProcsTimeout bounds one BenchmarkHandoffProcs sub-benchmark;
@@ -399,45 +424,49 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 			b.Fatal("hand-off children not ready in time")
 		}
 	}
-	given := make([]int, handoffWorkers)
-	give := func(i int) {
-		if _, err := io.WriteString(children[i].tickets, "go\n"); err != nil {
-			b.Fatalf("ticket to child %d: %v", i, err)
+	// hand hands out total tickets and returns their results as they
+	// come: every child starts with one and gets the next as it reports,
+	// first come, first served, or, rotating, until it has its
+	// rotationShare of total.
+	hand := func(total int) []handoffResult {
+		given := make([]int, handoffWorkers)
+		give := func(i int) {
+			if _, err := io.WriteString(children[i].tickets, "go\n"); err != nil {
+				b.Fatalf("ticket to child %d: %v", i, err)
+			}
+			given[i]++
 		}
-		given[i]++
-	}
-	b.ResetTimer()
-	start := time.Now()
-	handed := 0
-	for i := range min(handoffWorkers, b.N) {
-		give(i)
-		handed++
-	}
-	var intervals [][3]int64
-	waits := make(latencies, 0, b.N)
-	counts := make([]int, handoffWorkers)
-	var holdSum time.Duration
-	for done := 0; done < b.N; {
-		var res handoffResult
-		select {
-		case res = <-results:
-		case <-ctx.Done():
-			b.Fatalf("hand-off: %d of %d acquisitions after %v", done, b.N, handoffProcsTimeout)
-		}
-		if res.err != nil {
-			b.Fatal(res.err)
-		}
-		done++
-		counts[res.child]++
-		waits = append(waits, res.wait)
-		holdSum += time.Duration(res.releasing - res.acq)
-		intervals = append(intervals, [3]int64{res.acq, res.releasing, res.released})
-		if rotating && given[res.child] < rotationShare(b.N, res.child, handoffWorkers) ||
-			!rotating && handed < b.N {
-			give(res.child)
+		handed := 0
+		for i := range min(handoffWorkers, total) {
+			give(i)
 			handed++
 		}
+		out := make([]handoffResult, 0, total)
+		for len(out) < total {
+			var res handoffResult
+			select {
+			case res = <-results:
+			case <-ctx.Done():
+				b.Fatalf("hand-off: %d of %d acquisitions after %v", len(out), total, handoffProcsTimeout)
+			}
+			if res.err != nil {
+				b.Fatal(res.err)
+			}
+			out = append(out, res)
+			if rotating && given[res.child] < rotationShare(total, res.child, handoffWorkers) ||
+				!rotating && handed < total {
+				give(res.child)
+				handed++
+			}
+		}
+		return out
 	}
+	t0 := time.Now()
+	warm := hand(handoffWarmup * handoffWorkers)
+	warmup := time.Since(t0)
+	b.ResetTimer()
+	start := time.Now()
+	measured := hand(b.N)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	for _, ch := range children {
@@ -453,14 +482,30 @@ func handoffProcs(b *testing.B, impl Impl, key string, addrs []string, lu time.D
 			b.Error(res.err)
 		}
 	}
-	slices.SortFunc(intervals, func(x, y [3]int64) int { return cmp.Compare(x[0], y[0]) })
-	for i := 1; i < len(intervals); i++ {
-		if intervals[i][0] < intervals[i-1][1] {
+	waits := make(latencies, 0, b.N)
+	counts := make([]int, handoffWorkers)
+	var holdSum time.Duration
+	var intervals, all [][3]int64
+	for i, res := range slices.Concat(warm, measured) {
+		iv := [3]int64{res.acq, res.releasing, res.released}
+		all = append(all, iv)
+		if i < len(warm) {
+			continue
+		}
+		counts[res.child]++
+		waits = append(waits, res.wait)
+		holdSum += time.Duration(res.releasing - res.acq)
+		intervals = append(intervals, iv)
+	}
+	// Mutual exclusion is checked over the warm-up too.
+	slices.SortFunc(all, func(x, y [3]int64) int { return cmp.Compare(x[0], y[0]) })
+	for i := 1; i < len(all); i++ {
+		if all[i][0] < all[i-1][1] {
 			b.Errorf("two holders at once across processes: [%d, %d] and [%d, %d]",
-				intervals[i-1][0], intervals[i-1][1], intervals[i][0], intervals[i][1])
+				all[i-1][0], all[i-1][1], all[i][0], all[i][1])
 		}
 	}
-	handoffReport(b, elapsed, lu, holdSum, solo, waits, counts, intervals)
+	handoffReport(b, elapsed, warmup, lu, holdSum, solo, waits, counts, intervals)
 }
 
 func ifNot(ok bool, format string, args ...any) error {

@@ -164,16 +164,18 @@ func throughputTable(w io.Writer, r results, scenario string) {
 // contender, acquisitions/s beside the limit the benchmark reports
 // (limit-acq/s: 1 / (hold + uncontended Lock+Unlock p50), measured in the
 // same run), one worker's rate alone (solo-acq/s: its rounds come after a
-// hold, as a hand-off's do), waits, and fairness. A metric a benchmark
-// does not report is shown as –.
+// hold, as a hand-off's do), waits, fairness, and how long the untimed
+// warm-up took (warmup-ms: the workers' first contended acquisitions,
+// which the rate leaves out). A metric a benchmark does not report is
+// shown as –.
 func handoffTable(w io.Writer, r results, scenario string) {
 	ns, impls := r.keys(scenario)
 	if len(ns) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\n### %s\n\n", titles[scenario])
-	fmt.Fprintln(w, "| N | impl | acquisitions/s | limit acq/s | ÷ limit | one worker alone, acq/s | ÷ alone | wait p50 ms | wait p99 ms | its p99 ÷ redlock's | fewest / most per worker | fairness | allocs/op |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| N | impl | acquisitions/s | limit acq/s | ÷ limit | one worker alone, acq/s | ÷ alone | wait p50 ms | wait p99 ms | its p99 ÷ redlock's | fewest / most per worker | fairness | allocs/op | warm-up ms |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range ns {
 		o99, o99ok := r.med(scenario, n, "redlock", "p99-wait-ms")
 		for _, impl := range impls {
@@ -189,14 +191,15 @@ func handoffTable(w io.Writer, r results, scenario string) {
 			hi, hiok := r.med(scenario, n, impl, "max-acq")
 			fair, fok := r.med(scenario, n, impl, "fairness")
 			al, alok := r.med(scenario, n, impl, "allocs/op")
+			warm, wok := r.med(scenario, n, impl, "warmup-ms")
 			vs := ratio(p99, p99ok, o99, o99ok)
 			if impl == "redlock" {
 				vs = ""
 			}
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |\n", n, impl, acq,
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s |\n", n, impl, acq,
 				num(lim, limok, "%.0f"), ratio(acq, ok, lim, limok), num(solo, sook, "%.0f"), ratio(acq, ok, solo, sook),
 				num(p50, p50ok, "%.1f"), num(p99, p99ok, "%.1f"), vs,
-				num(lo, look, "%.0f"), num(hi, hiok, "%.0f"), num(fair, fok, "%.2f"), num(al, alok, "%.0f"))
+				num(lo, look, "%.0f"), num(hi, hiok, "%.0f"), num(fair, fok, "%.2f"), num(al, alok, "%.0f"), num(warm, wok, "%.0f"))
 		}
 	}
 }
