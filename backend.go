@@ -118,13 +118,18 @@ type Transferrer interface {
 // Every rule of Backend holds for the pair as for the one call: the
 // command is sent at most once, and Finish is bounded by the context
 // given to Start (its deadline; a call whose context is already done at
-// Start sends nothing and its Finish returns the context's error). A
-// Start that fails (a refused dial) returns a Pending whose Finish
-// reports the error at once. The caller calls Finish exactly once for
-// every Start, from the goroutine that started it and in the order
-// started (a node may hold a second call in flight on one goroutine
-// behind the first), and uses the Pending no more after it. Calls of
-// other goroutines on the same node may be in flight meanwhile.
+// Start sends nothing and its Finish returns the context's error).
+// Start never waits on the network beyond handing the command to a
+// connection that is up: a node that must dial first does so elsewhere
+// (goredis: on its sender goroutine) and Finish waits for it, since a
+// dial to a node that does not answer lasts until the deadline, and the
+// round's other nodes, started after it, would start too late to count.
+// A Start that fails returns a Pending whose Finish reports the error
+// at once. The caller calls Finish exactly once for every Start, from
+// the goroutine that started it and in the order started (a node may
+// hold a second call in flight on one goroutine behind the first), and
+// uses the Pending no more after it. Calls of other goroutines on the
+// same node may be in flight meanwhile.
 type Starter interface {
 	StartAcquire(ctx context.Context, key, token string, ttl time.Duration) Pending
 	StartRelease(ctx context.Context, key, token string, announce bool) Pending

@@ -43,7 +43,11 @@ import (
 // and reads its reply first, so nobody waits for the lone caller's other
 // nodes. A lone caller that comes for its reply after its deadline (the
 // round's slowest node took it) still reads a reply that is already
-// there, waiting at most lateRead for one that is not.
+// there, waiting at most lateRead for one that is not. A call started
+// while the connection is down is queued for the sender, which dials:
+// a dial the node never answers lasts until the deadline, and made by
+// the round's caller it would keep the other nodes' calls from starting
+// in time (TestRoundsWithANodeWhoseDialIsNeverAnswered).
 //
 // Scripts go as EVAL the first time on each connection, EVALSHA after:
 // a fresh server's NOSCRIPT would cost a second round trip, which a split
@@ -259,9 +263,10 @@ const (
 
 var wcalls = sync.Pool{New: func() any { return &wcall{done: make(chan struct{}, 1)} }}
 
-// start sends cmd, or queues it behind the command in flight, and returns
-// the call; finish returns its reply. Every started call must be
-// finished, by the goroutine that started it, in the order started.
+// start sends cmd, or queues it behind the command in flight (or for a
+// dial: start never dials), and returns the call; finish returns its
+// reply. Every started call must be finished, by the goroutine that
+// started it, in the order started.
 func (w *wire) start(ctx context.Context, cmd command) *wcall {
 	c := wcalls.Get().(*wcall)
 	c.w, c.ctx, c.cmd = w, ctx, cmd
@@ -283,6 +288,20 @@ func (w *wire) start(ctx context.Context, cmd command) *wcall {
 		return c
 	}
 	w.busy = true
+	if w.conn == nil {
+		// Not connected: the sender dials and writes it, and the caller
+		// waits for it as a queued caller does. A dial takes a round
+		// trip or more, and one to a node that does not answer (a host
+		// down whose SYNs go unanswered, a partition that drops them)
+		// lasts until the round's deadline: dialled by the caller, it
+		// would hold back the start of the round's other nodes' calls
+		// until then, and one such node would fail every round.
+		c.state = stQueued
+		w.queue = append(w.queue, c)
+		w.startSender()
+		w.mu.Unlock()
+		return c
+	}
 	w.mu.Unlock()
 	c.state = stSolo
 	if err := w.write(ctx, deadline(ctx, w.opt), c); err != nil {

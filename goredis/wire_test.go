@@ -3,6 +3,7 @@ package goredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -404,4 +405,86 @@ func TestWireQueuedCallerDoesNotWaitForAStartedCall(t *testing.T) {
 	ok, err = n.Acquire(ctx, "after", "tok", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, ok)
+}
+
+// unanswered is a client of a node whose every dial, like a connect to a
+// host that drops SYNs, lasts until its context ends, or until release
+// is closed, when it fails as refused. dials counts the dials begun,
+// ended those that returned.
+func unanswered(t *testing.T, release <-chan struct{}) (c *redis.Client, dials, ended *atomic.Int64) {
+	dials, ended = new(atomic.Int64), new(atomic.Int64)
+	c = redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			dials.Add(1)
+			defer ended.Add(1)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return nil, errors.New("connection refused")
+			}
+		}})
+	t.Cleanup(func() { _ = c.Close() })
+	return c, dials, ended
+}
+
+// TestWireStartDoesNotDial: a started call on a connection that is not
+// up returns before the dial ends (its sender dials), and Finish reports
+// the dial's failure.
+func TestWireStartDoesNotDial(t *testing.T) {
+	release := make(chan struct{})
+	c, dials, ended := unanswered(t, release)
+	n := wired(t, c)
+	// Bounded, so that a Start that dials returns (at the deadline, its
+	// dial over) rather than waiting for release.
+	ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+	defer cancel()
+	p := n.StartAcquire(ctx, "k", "tok", time.Minute)
+	assert.Zero(t, ended.Load(), "StartAcquire returned only once the dial had ended")
+	testwait.Until(t, "the sender dials", func() bool { return dials.Load() == 1 })
+	close(release)
+	ok, err := p.Finish()
+	assert.False(t, ok)
+	assert.ErrorContains(t, err, "connection refused")
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
+}
+
+// TestRoundsWithANodeWhoseDialIsNeverAnswered: a Redlock of five nodes of
+// their own connection, one of which never answers a dial (wherever it is
+// in the list), still locks, extends and unlocks on the other four. Before
+// start handed dials to the sender, that node's dial, made by the round's
+// caller, lasted until the round's deadline, every node started after it
+// found the deadline passed, and every round failed.
+func TestRoundsWithANodeWhoseDialIsNeverAnswered(t *testing.T) {
+	for _, at := range []int{0, 2, 4} {
+		t.Run(fmt.Sprintf("at=%d", at), func(t *testing.T) {
+			var servers []*miniredis.Miniredis
+			var nodes []redlock.Backend
+			for i := range 5 {
+				if i == at {
+					c, _, _ := unanswered(t, nil)
+					nodes = append(nodes, wired(t, c))
+					continue
+				}
+				m := miniredis.RunT(t)
+				servers = append(servers, m)
+				nodes = append(nodes, wired(t, redistest.Client(t, m.Addr())))
+			}
+			l, err := redlock.New(nodes, redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(200*time.Millisecond),
+				redlock.WithStrategy(redlock.Reject()))
+			require.NoError(t, err)
+			for round := range 3 { // the node redials every round
+				lock, err := l.Lock(t.Context(), "k")
+				require.NoError(t, err, "round %d", round)
+				for _, m := range servers {
+					assert.True(t, m.Exists("k"), "round %d: the key on %s", round, m.Addr())
+				}
+				require.NoError(t, lock.Extend(t.Context(), time.Minute), "round %d", round)
+				require.NoError(t, lock.Unlock(t.Context()), "round %d", round)
+				for _, m := range servers {
+					assert.False(t, m.Exists("k"), "round %d: the key left on %s", round, m.Addr())
+				}
+			}
+		})
+	}
 }
