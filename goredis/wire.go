@@ -3,6 +3,7 @@ package goredis
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -47,7 +48,8 @@ import (
 // while the connection is down is queued for the sender, which dials:
 // a dial the node never answers lasts until the deadline, and made by
 // the round's caller it would keep the other nodes' calls from starting
-// in time (TestRoundsWithANodeWhoseDialIsNeverAnswered).
+// in time (TestRoundsWithANodeWhoseDialIsNeverAnswered). A batch whose
+// callers all gave up while it was dialled for is not written (connect).
 //
 // Scripts go as EVAL the first time on each connection, EVALSHA after:
 // a fresh server's NOSCRIPT would cost a second round trip, which a split
@@ -98,6 +100,10 @@ type wire struct {
 // deadline (see wcall.finish) waits for it: only long enough to read a
 // reply that is already there.
 const lateRead = time.Millisecond
+
+// errAbandoned is the result, read by nobody, of the calls of a batch
+// that the sender did not write because all their callers had given up.
+var errAbandoned = errors.New("goredis: not sent: every caller gave up while the node was dialled")
 
 // errNodeClosed is the error of a call after the node's Close.
 var errNodeClosed = fmt.Errorf("goredis: node closed: %w", net.ErrClosed)
@@ -476,14 +482,15 @@ func (w *wire) send() {
 		case closed:
 			err = errNodeClosed
 		default:
-			ctx := context.Background()
-			if !latest.IsZero() && w.conn == nil {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, latest)
-				err = w.write(ctx, latest, batch...)
-				cancel()
-			} else {
-				err = w.write(ctx, latest, batch...)
+			if err = w.connect(latest); err == nil {
+				w.mu.Lock()
+				abandoned := w.live == 0 // every caller gave up while it dialled
+				w.mu.Unlock()
+				if abandoned {
+					err = errAbandoned
+				} else {
+					err = w.write(context.Background(), latest, batch...)
+				}
 			}
 		}
 		if err == nil {
@@ -541,6 +548,23 @@ func deadline(ctx context.Context, opt *redis.Options) time.Time {
 		return time.Now().Add(opt.ReadTimeout)
 	}
 	return time.Time{}
+}
+
+// connect, by the sender, dials the connection if it is down, bounded by
+// latest (the batch's latest deadline; none if zero). A batch whose
+// callers all gave up while it dialled is then not written: a call that
+// ends before its command is sent sends nothing, as at start.
+func (w *wire) connect(latest time.Time) error {
+	if w.conn != nil {
+		return nil
+	}
+	ctx := context.Background()
+	if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	return w.dial(ctx, latest)
 }
 
 // write, by the holder of the connection, dials it if needed (bounded by

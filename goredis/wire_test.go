@@ -488,3 +488,39 @@ func TestRoundsWithANodeWhoseDialIsNeverAnswered(t *testing.T) {
 		})
 	}
 }
+
+// TestWireCallAbandonedWhileDialledIsNotSent: a started call whose caller
+// gives up while the sender is still dialling is not written once the
+// dial succeeds (nothing reaches the server, as for a caller that gave
+// up before Start), and the connection dialled serves the next call.
+func TestWireCallAbandonedWhileDialledIsNotSent(t *testing.T) {
+	m := miniredis.RunT(t)
+	release := make(chan struct{})
+	var dials atomic.Int64
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) == 1 {
+				<-release // the first dial lasts until the test lets it through
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+	t.Cleanup(func() { _ = c.Close() })
+	n := wired(t, c)
+	ctx, cancel := context.WithCancel(t.Context())
+	p := n.StartAcquire(ctx, "k", "tok", time.Minute)
+	testwait.Until(t, "the sender dials", func() bool { return dials.Load() == 1 })
+	cancel()
+	_, err := p.Finish()
+	require.ErrorIs(t, err, context.Canceled)
+	close(release)
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
+	ok, err := n.Acquire(t.Context(), "next", "tok", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.True(t, m.Exists("next"))
+	// Written, the SET would have come before "next" on the connection;
+	// on a connection cut short, it may still reach the server later.
+	assert.False(t, m.Exists("k"), "the abandoned SET was sent once the dial succeeded")
+	assert.EqualValues(t, 1, dials.Load(), "the next call redialled: the dialled connection was cut short")
+}
