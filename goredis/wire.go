@@ -482,11 +482,12 @@ func (w *wire) send() {
 		case closed:
 			err = errNodeClosed
 		default:
+			// A carried call went out on the connection that is up, so a
+			// batch dialled for carries none: abandoning it leaves no
+			// reply unread on the connection.
+			dialled := w.conn == nil
 			if err = w.connect(latest); err == nil {
-				w.mu.Lock()
-				abandoned := w.live == 0 // every caller gave up while it dialled
-				w.mu.Unlock()
-				if abandoned {
+				if dialled && w.abandoned() {
 					err = errAbandoned
 				} else {
 					err = w.write(context.Background(), latest, batch...)
@@ -565,6 +566,14 @@ func (w *wire) connect(latest time.Time) error {
 		defer cancel()
 	}
 	return w.dial(ctx, latest)
+}
+
+// abandoned reports whether every caller of the batch being sent has
+// given up (w.live, which their finish counts down).
+func (w *wire) abandoned() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.live == 0
 }
 
 // write, by the holder of the connection, dials it if needed (bounded by
