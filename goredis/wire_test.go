@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -523,4 +524,59 @@ func TestWireCallAbandonedWhileDialledIsNotSent(t *testing.T) {
 	// on a connection cut short, it may still reach the server later.
 	assert.False(t, m.Exists("k"), "the abandoned SET was sent once the dial succeeded")
 	assert.EqualValues(t, 1, dials.Load(), "the next call redialled: the dialled connection was cut short")
+}
+
+// TestWireStaysInStepUnderCancellation: callers of one node, started and
+// blocking, queued, carried and batched, give up at random moments
+// (before Start, while dialled for, in flight); after each, a pair of
+// calls on a fresh key must read their own replies: the first SET NX
+// granted, the second refused. A reply left unread on the connection
+// would answer the next command instead (a granted SET's reply taken for
+// a refused one, or the reverse). Seeded; bounded in calls.
+func TestWireStaysInStepUnderCancellation(t *testing.T) {
+	m := miniredis.RunT(t)
+	n := wired(t, redistest.Client(t, m.Addr()))
+	const workers, rounds = 4, 300
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	var wg sync.WaitGroup
+	var fresh atomic.Int64
+	for w := range workers {
+		rng := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
+		wg.Go(func() {
+			for r := range rounds {
+				if t.Failed() {
+					return
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				if rng.IntN(4) == 0 {
+					cancel() // before the call
+				} else {
+					time.AfterFunc(time.Duration(rng.IntN(300))*time.Microsecond, cancel)
+				}
+				key := fmt.Sprintf("gone:%d:%d", w, r)
+				if rng.IntN(2) == 0 {
+					p := n.StartAcquire(ctx, key, "tok", time.Minute)
+					_, _ = p.Finish()
+				} else {
+					_, _ = n.Acquire(ctx, key, "tok", time.Minute)
+				}
+				cancel()
+				check, done := context.WithTimeout(t.Context(), watchdog)
+				v := fmt.Sprintf("check:%d", fresh.Add(1))
+				p := n.StartAcquire(check, v, "tok", time.Minute)
+				ok, err := p.Finish()
+				if err != nil || !ok {
+					t.Errorf("worker %d round %d: the first SET NX of %s: %v, %v; want granted", w, r, v, ok, err)
+				}
+				ok, err = n.Acquire(check, v, "tok", time.Minute)
+				if err != nil || ok {
+					t.Errorf("worker %d round %d: the second SET NX of %s: %v, %v; want refused", w, r, v, ok, err)
+				}
+				done()
+			}
+		})
+	}
+	wg.Wait()
+	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
 }
