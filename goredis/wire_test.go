@@ -580,3 +580,53 @@ func TestWireStaysInStepUnderCancellation(t *testing.T) {
 	wg.Wait()
 	testwait.Until(t, `n.w.idle()`, func() bool { return n.w.idle() })
 }
+
+// TestRoundsWithAPartitionedNodeThatNeedsAGreeting: a master that asks
+// for a password, partitioned (the forwarder stalls every connection,
+// old and new) after its connection was dialled. Its next call times out
+// and closes the connection; every call after it redials, and the dial's
+// AUTH waits for a reply that does not come until the deadline. Made by
+// the round's caller, that greeting held the other nodes' starts and
+// failed every round; now Lock, Extend and Unlock go on with the other
+// four, and after the partition heals the node takes part again.
+func TestRoundsWithAPartitionedNodeThatNeedsAGreeting(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.RequireAuth("pw")
+	p, err := faultproxy.New(m.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	nodes := []redlock.Backend{wired(t, c)}
+	var others []*miniredis.Miniredis
+	for range 4 {
+		o := miniredis.RunT(t)
+		others = append(others, o)
+		nodes = append(nodes, wired(t, redistest.Client(t, o.Addr())))
+	}
+	l, err := redlock.New(nodes, redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(200*time.Millisecond),
+		redlock.WithStrategy(redlock.Reject()))
+	require.NoError(t, err)
+	lock, err := l.Lock(t.Context(), "warm") // dials every node, the greeting answered
+	require.NoError(t, err)
+	require.NoError(t, lock.Unlock(t.Context()))
+
+	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+	for round := range 3 {
+		lock, err := l.Lock(t.Context(), "k")
+		require.NoError(t, err, "round %d", round)
+		for _, o := range others {
+			assert.True(t, o.Exists("k"), "round %d: the key on %s", round, o.Addr())
+		}
+		require.NoError(t, lock.Extend(t.Context(), time.Minute), "round %d", round)
+		require.NoError(t, lock.Unlock(t.Context()), "round %d", round)
+	}
+
+	p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
+	testwait.Until(t, "the stalled commands delivered", func() bool { return p.Pending() == 0 })
+	lock, err = l.Lock(t.Context(), "healed")
+	require.NoError(t, err)
+	assert.True(t, m.Exists("healed"), "the healed node took part again")
+	require.NoError(t, lock.Unlock(t.Context()))
+	assert.False(t, m.Exists("healed"))
+}
