@@ -459,34 +459,50 @@ func TestWireStartDoesNotDial(t *testing.T) {
 func TestRoundsWithANodeWhoseDialIsNeverAnswered(t *testing.T) {
 	for _, at := range []int{0, 2, 4} {
 		t.Run(fmt.Sprintf("at=%d", at), func(t *testing.T) {
-			var servers []*miniredis.Miniredis
-			var nodes []redlock.Backend
-			for i := range 5 {
-				if i == at {
-					c, _, _ := unanswered(t, nil)
-					nodes = append(nodes, wired(t, c))
-					continue
-				}
-				m := miniredis.RunT(t)
-				servers = append(servers, m)
-				nodes = append(nodes, wired(t, redistest.Client(t, m.Addr())))
-			}
-			l, err := redlock.New(nodes, redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(200*time.Millisecond),
-				redlock.WithStrategy(redlock.Reject()))
-			require.NoError(t, err)
-			for round := range 3 { // the node redials every round
-				lock, err := l.Lock(t.Context(), "k")
-				require.NoError(t, err, "round %d", round)
-				for _, m := range servers {
-					assert.True(t, m.Exists("k"), "round %d: the key on %s", round, m.Addr())
-				}
-				require.NoError(t, lock.Extend(t.Context(), time.Minute), "round %d", round)
-				require.NoError(t, lock.Unlock(t.Context()), "round %d", round)
-				for _, m := range servers {
-					assert.False(t, m.Exists("k"), "round %d: the key left on %s", round, m.Addr())
-				}
-			}
+			c, _, _ := unanswered(t, nil)
+			l, others := beside(t, wired(t, c), at)
+			roundsOnTheOthers(t, l, others)
 		})
+	}
+}
+
+// beside is a Redlock of five nodes, 200 ms node timeout, Reject: odd at
+// index at, four miniredis (returned) on nodes of their own connection.
+func beside(t *testing.T, odd redlock.Backend, at int) (redlock.Locker, []*miniredis.Miniredis) {
+	t.Helper()
+	var others []*miniredis.Miniredis
+	var nodes []redlock.Backend
+	for i := range 5 {
+		if i == at {
+			nodes = append(nodes, odd)
+			continue
+		}
+		m := miniredis.RunT(t)
+		others = append(others, m)
+		nodes = append(nodes, wired(t, redistest.Client(t, m.Addr())))
+	}
+	l, err := redlock.New(nodes, redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(200*time.Millisecond),
+		redlock.WithStrategy(redlock.Reject()))
+	require.NoError(t, err)
+	return l, others
+}
+
+// roundsOnTheOthers makes three rounds of Lock, Extend and Unlock of "k"
+// with l (the odd node redials in each), checking the key on the others
+// after Lock and after Unlock.
+func roundsOnTheOthers(t *testing.T, l redlock.Locker, others []*miniredis.Miniredis) {
+	t.Helper()
+	for round := range 3 {
+		lock, err := l.Lock(t.Context(), "k")
+		require.NoError(t, err, "round %d", round)
+		for _, m := range others {
+			assert.True(t, m.Exists("k"), "round %d: the key on %s", round, m.Addr())
+		}
+		require.NoError(t, lock.Extend(t.Context(), time.Minute), "round %d", round)
+		require.NoError(t, lock.Unlock(t.Context()), "round %d", round)
+		for _, m := range others {
+			assert.False(t, m.Exists("k"), "round %d: the key left on %s", round, m.Addr())
+		}
 	}
 }
 
@@ -597,30 +613,13 @@ func TestRoundsWithAPartitionedNodeThatNeedsAGreeting(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, Password: "pw"})
 	t.Cleanup(func() { _ = c.Close() })
-	nodes := []redlock.Backend{wired(t, c)}
-	var others []*miniredis.Miniredis
-	for range 4 {
-		o := miniredis.RunT(t)
-		others = append(others, o)
-		nodes = append(nodes, wired(t, redistest.Client(t, o.Addr())))
-	}
-	l, err := redlock.New(nodes, redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(200*time.Millisecond),
-		redlock.WithStrategy(redlock.Reject()))
-	require.NoError(t, err)
+	l, others := beside(t, wired(t, c), 0)
 	lock, err := l.Lock(t.Context(), "warm") // dials every node, the greeting answered
 	require.NoError(t, err)
 	require.NoError(t, lock.Unlock(t.Context()))
 
 	p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
-	for round := range 3 {
-		lock, err := l.Lock(t.Context(), "k")
-		require.NoError(t, err, "round %d", round)
-		for _, o := range others {
-			assert.True(t, o.Exists("k"), "round %d: the key on %s", round, o.Addr())
-		}
-		require.NoError(t, lock.Extend(t.Context(), time.Minute), "round %d", round)
-		require.NoError(t, lock.Unlock(t.Context()), "round %d", round)
-	}
+	roundsOnTheOthers(t, l, others)
 
 	p.Set(faultproxy.Fault{Kind: faultproxy.Pass})
 	testwait.Until(t, "the stalled commands delivered", func() bool { return p.Pending() == 0 })
