@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"time"
 )
 
@@ -102,9 +103,18 @@ type Notifier interface {
 type Transferrer interface {
 	// Transfer sets key to newToken with the TTL only if it holds
 	// oldToken, and reports whether it did (Lua.Transfer). It never
-	// creates the key and announces nothing.
+	// creates the key and announces nothing. A node that keeps the
+	// queues of FairQueuer does not hand over a key whose queue has
+	// entries: it returns ErrWaitersQueued and leaves the key holding
+	// oldToken, and Unlock releases the key to the queue's head instead.
 	Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error)
 }
+
+// ErrWaitersQueued is Transfer's answer when the key holds the old token
+// but Lock calls wait in its queue (fair.go): they came first, so the key
+// is not handed to a waiter of the releasing locker. Unlock handles it;
+// it never reaches a caller.
+var ErrWaitersQueued = errors.New("redlock: Lock calls wait in the key's queue")
 
 // Starter is the optional capability of a Backend that splits its hot
 // calls in two, so that a round needs no goroutine per node: StartAcquire,
@@ -372,9 +382,11 @@ var (
 //   - RaiseFence: KEYS[1] lock key, KEYS[2] its fence counter; ARGV[1]
 //     token, ARGV[2] fence. Replies 1 if the key held the token (the
 //     counter is now at least ARGV[2]), 0 otherwise.
-//   - Transfer: KEYS[1] lock key; ARGV[1] token, ARGV[2] the next
-//     holder's token, ARGV[3] TTL in ms. Sets the key to ARGV[2] with the
-//     TTL if it held ARGV[1]; replies 1 if so, 0 otherwise.
+//   - Transfer: KEYS[1] lock key, KEYS[2] its queue (QueueKeys);
+//     ARGV[1] token, ARGV[2] the next holder's token, ARGV[3] TTL in ms.
+//     Sets the key to ARGV[2] with the TTL if it held ARGV[1] and the
+//     queue does not exist; replies 1 if so, 0 if the key did not hold
+//     ARGV[1], -1 if it did but the queue exists (ErrWaitersQueued).
 //
 // The scripts of MultiLocker take n distinct lock keys (KEYS[1..n]) and,
 // when fenced, their n fence counters after them (KEYS[n+1..2n]):

@@ -151,7 +151,8 @@ import (
 // waited for by no replica acknowledgement): their releases only name
 // the head, which acquires itself. Fair locks are never transferred
 // within a locker (handoff.go): the queue, not the locker's line, names
-// the next holder. The queues serve Lock, Do and an election's
+// the next holder; and a plain lock is not transferred while the queue
+// has an entry (ErrWaitersQueued): its Unlock releases to the head. The queues serve Lock, Do and an election's
 // campaigns; fenced locks (WithFencing) are refused with WithFairness
 // and never join by default, and sets (LockMany), readers and writers,
 // and semaphores ignore them.

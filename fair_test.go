@@ -478,8 +478,8 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 	before = answered(ns, fakenode.AcquireFair)
 	fair := lock(redlock.WithFairness()) // subscribes first, joins the line where r1 holds
 	testwait.Until(t, "the fair call is queued at once", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
-	require.NoError(t, r1.l.Unlock(t.Context()))
-	for _, ch := range []<-chan lockResult{plain2, fair} {
+	require.NoError(t, r1.l.Unlock(t.Context())) // not handed to plain2: the queued call came first
+	for _, ch := range []<-chan lockResult{fair, plain2} {
 		r := <-ch
 		require.NoError(t, r.err)
 		require.NoError(t, r.l.Unlock(t.Context()))

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -39,10 +40,21 @@ import (
 // announced, by whichever side sees the other gone.
 //
 // Fairness. Transfers only pass the key among one locker's waiters, who
-// take turns in arrival order; waiters of other lockers (other processes)
-// only see the key released. So after handoffChain transfers in a row the
-// next Unlock releases instead, and the key goes to whoever wins it,
-// waiters of this locker included.
+// take turns in arrival order. Waiters of other lockers (other
+// processes) join the key's queue on the nodes once refused (fair.go),
+// and a node does not hand over a key whose queue has an entry: it
+// answers ErrWaitersQueued, and Unlock releases the key there as a fair
+// lock's release does (toQueue), granting it to the queue's head; the
+// locker's own waiter, woken, finds the key taken by another locker and
+// queues behind. So a queued call waits for no transfer that began after
+// it was queued. (A transfer that reached a quorum while a minority
+// answered ErrWaitersQueued, a call queuing there as the round ran, is
+// kept, and the key released to the queue on that minority, which would
+// otherwise hold our old token until its TTL.) Waiters that never queue
+// (WithoutFairness, fenced locks, sets, other libraries' clients) only
+// see the key released: after handoffChain transfers in a row the next
+// Unlock releases instead, and the key goes to whoever wins it, waiters
+// of this locker included.
 //
 // Semaphore permits. A permit is the lock of one slot (semaphore.go), and
 // its Unlock hands it, the same way, to a waiter of the same locker in
@@ -57,9 +69,14 @@ import (
 // which only an acquisition issues), sets (LockMany), reader and writer
 // shares; and waiters of any of those.
 
-// handoffChain bounds consecutive transfers of a key within one locker;
-// see above.
-const handoffChain = 8
+// handoffChain bounds consecutive transfers of a key within one locker,
+// for the waiters that do not queue; see above. It was 8 while queued
+// calls had to wait for it too: each release it forces costs the line
+// about three round trips more than a transfer (the release, its
+// announcement, an acquisition), and at 8 workers holding 1 ms in one
+// process 32 instead of 8 gave 3 % more acquisitions/s (BENCHMARKS.md,
+// "A transfer defers to the queue").
+const handoffChain = 32
 
 // transferSlot is where an Unlock of the waiter's locker leaves the lock
 // it handed to the waiter. The waiter's wakeup carries it while in line.
@@ -248,6 +265,17 @@ func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 	return l.transfer(ctx, until, t)
 }
 
+// toQueue returns s releasing as a fair lock does (fairHeld, with no
+// entry of its own to remove): the release grants the key to the head of
+// its queue and announces it. Over a node that keeps no queues (it never
+// answers ErrWaitersQueued) s is returned as it is.
+func (s scope) toQueue() scope {
+	if lacking[FairQueuer](s.nodes) == nil {
+		s.what = fairHeld{}
+	}
+	return s
+}
+
 // transfer hands the lock over to t's waiter, or, failing that, undoes
 // the transfer and releases the lock (see above). Its rounds run on a
 // context detached from ctx's cancellation, each bounded by the per-node
@@ -260,6 +288,7 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
 		return b.(Transferrer).Transfer(ctx, l.key, l.token, token, ttl)
 	})
+	queued := r.nodesThat(ErrWaitersQueued) // still ours there
 	left := validity(ttl, clock.Now().Sub(start), drift)
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
 		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start, watched: true,
@@ -269,6 +298,9 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 			l.cfg.lines.unheld(l.key, token)
 			next.scope().releaseAll(ctx, token) // the waiter is gone
 		}
+		if len(queued) > 0 { // a waiter queued there as the round ran
+			s.toQueue().on(queued).releaseAll(ctx, l.token)
+		}
 		if late := l.cfg.clock.Now().Sub(until); late > 0 {
 			return fmt.Errorf("%w: %q expired %v before Unlock", ErrNotHeld, l.key, late)
 		}
@@ -277,11 +309,16 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	l.cfg.lines.unheld(l.key, l.token)
 	t.deliver(nil)
 	// Ours first: a transfer still in flight to a node finds our key gone
-	// there and does nothing; one that landed is undone next.
-	rr := s.releaseAll(ctx, l.token)
+	// there and does nothing; one that landed is undone next. Where Lock
+	// calls are queued, the release grants the key to the queue's head.
+	rel := s
+	if len(queued) > 0 {
+		rel = s.toQueue()
+	}
+	rr := rel.releaseAll(ctx, l.token)
 	var undo []Backend
 	for i, err := range r.errs {
-		if err != ErrNotHeld {
+		if err != ErrNotHeld && !errors.Is(err, ErrWaitersQueued) {
 			undo = append(undo, l.nodes[i])
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -171,6 +172,75 @@ func TestTransferToAWaiterThatLeft(t *testing.T) {
 	close(proceed)
 	require.NoError(t, <-unlocked)
 	assert.True(t, free(t, ns, key), "the lock handed to nobody was released")
+}
+
+// A Lock call of another locker queued for the key came before the
+// releasing locker's own waiter: Unlock does not hand the key to that
+// waiter (every node answers the transfer with ErrWaitersQueued) but
+// releases it to the queue's head, and the waiter gets the key after it.
+func TestTransferDefersToQueuedCalls(t *testing.T) {
+	rls, fakes, clients := queueLockers(t, 3, 2)
+	a, b := rls[0], rls[1]
+	const key = "transfer:queued"
+	held, err := a.Lock(t.Context(), key)
+	require.NoError(t, err)
+	local := waitFor(t, t.Context(), a, key)
+	before := answered(fakes[1], fakenode.AcquireFair)
+	remote := make(chan lockResult, 1)
+	go func() {
+		l, err := b.Lock(t.Context(), key, redlock.WithFairness())
+		remote <- lockResult{l, err}
+	}()
+	testwait.Until(t, "the other locker's call is queued", func() bool { return answered(fakes[1], fakenode.AcquireFair) >= before+3 })
+
+	require.NoError(t, held.Unlock(t.Context()))
+	r := <-remote
+	require.NoError(t, r.err, "the queued call got the key")
+	assert.Equal(t, 3, calls(fakes[0], fakenode.Transfer), "a transfer was tried on every node")
+	select {
+	case l := <-local:
+		t.Fatalf("the releasing locker's waiter got the key (%v) while the queued call held it", l.err)
+	default:
+	}
+	require.NoError(t, r.l.Unlock(t.Context()))
+	l := <-local
+	require.NoError(t, l.err, "the waiter got the key next")
+	require.NoError(t, l.l.Unlock(t.Context()))
+	assert.Zero(t, queueLen(t, clients, key), "every entry left the queue")
+	assert.True(t, free(t, fakes[0], key))
+}
+
+// A queue that exists on a minority of the nodes (a call queued there as
+// the transfer ran) does not stop the transfer, but the key still holds
+// the old token there: Unlock releases it to that queue's head, rather
+// than leave the node blocked until the old token's TTL runs out.
+func TestTransferReleasesToAMinorityQueue(t *testing.T) {
+	rls, fakes, clients := queueLockers(t, 3, 1)
+	rl, ns := rls[0], fakes[0]
+	const key, ticket, grant = "transfer:minority", "elsewhere.1", "tok-of-the-queued-call"
+	held, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+	got := waitFor(t, t.Context(), rl, key)
+	// An entry on node 0 alone, as acquire_fair.lua leaves it.
+	queue, expiries, grants := redlock.QueueKeys(key)
+	ctx := t.Context()
+	require.NoError(t, clients[0].ZAdd(ctx, queue, redis.Z{Score: 1, Member: ticket}).Err())
+	require.NoError(t, clients[0].ZAdd(ctx, expiries, redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: ticket}).Err())
+	require.NoError(t, clients[0].HSet(ctx, grants, ticket, "60000 1 "+grant).Err())
+
+	require.NoError(t, held.Unlock(ctx))
+	r := <-got
+	require.NoError(t, r.err, "transferred on the other two nodes")
+	v, err := clients[0].Get(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, grant, v, "node 0 granted the key to its queue's head, not left it to the old token")
+	for _, c := range clients[1:] {
+		v, err := c.Get(ctx, key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, r.l.Token(), v)
+	}
+	require.NoError(t, r.l.Unlock(ctx))
+	assert.Positive(t, calls(ns, fakenode.Transfer))
 }
 
 // Goroutines of one locker taking turns: never two holders, every

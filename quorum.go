@@ -93,12 +93,13 @@ func (s scope) one(ctx context.Context, op string, refused error, call nodeCall,
 }
 
 // record records node i's answer in errs, reporting an error that says
-// something about the node to the observer.
+// something about the node to the observer (a refusal, or a transfer's
+// ErrWaitersQueued, is an answer, not such an error).
 func (s scope) record(ctx context.Context, op string, refused error, errs []error, i int, start time.Time, ok bool, err error) {
 	if err == nil && !ok {
 		err = refused
 	}
-	if err != nil && err != refused && !callerGaveUp(ctx, err) {
+	if err != nil && err != refused && !errors.Is(err, ErrWaitersQueued) && !callerGaveUp(ctx, err) {
 		s.cfg.observe(Event{Kind: EventNodeError, Key: s.key, Node: s.nodes[i].Name(), Op: op,
 			Duration: s.cfg.clock.Now().Sub(start), Err: err})
 	}
@@ -233,6 +234,17 @@ func (d *starting) Extend(ctx context.Context, key, token string, ttl time.Durat
 func (d *starting) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
 	d.p = d.Backend.(TransferStarter).StartTransfer(ctx, key, oldToken, newToken, ttl)
 	return false, nil
+}
+
+// nodesThat returns the nodes whose answer matches err (errors.Is).
+func (r round) nodesThat(err error) []Backend {
+	var nodes []Backend
+	for i, e := range r.errs {
+		if e != nil && errors.Is(e, err) {
+			nodes = append(nodes, r.nodes[i])
+		}
+	}
+	return nodes
 }
 
 // quorumError describes a round that did not grant op.

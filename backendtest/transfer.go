@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"time"
 
 	"github.com/quorumlock/redlock"
@@ -77,6 +78,27 @@ var transferChecks = []check{
 		if n.isHeld(key) {
 			n.t.Fatalf("the key is still held %v after a Transfer with TTL %v: Transfer must set the TTL it is given", n.ttl+n.pad, n.ttl)
 		}
+	}},
+	// A node that keeps queues (FairQueuer) hands over no key whose queue
+	// has a Lock call waiting: it answers ErrWaitersQueued and leaves the
+	// key holding our token, which it hands over once the queue is empty.
+	{"Queued", func(n *node) {
+		tr, fq := n.transferrer(), n.fairQueuer()
+		key, from, to, ticket := n.key(), token(), token(), "waiter"
+		n.mustAcquire(key, from, longTTL)
+		n.mustQueue(key, ticket, 1, longTTL, 0)
+		ctx, cancel := n.ctx()
+		defer cancel()
+		if ok, err := tr.Transfer(ctx, key, from, to, longTTL); ok || !errors.Is(err, redlock.ErrWaitersQueued) {
+			n.t.Fatalf("Transfer with a Lock call queued = %v, %v; want false, ErrWaitersQueued", ok, err)
+		}
+		if err := fq.LeaveQueue(ctx, key, ticket); err != nil {
+			n.t.Fatalf("LeaveQueue: %v", err)
+		}
+		if !n.transfer(key, from, to, longTTL) {
+			n.t.Fatal("Transfer by the holder after the queue emptied reported false, want true: ErrWaitersQueued must leave the key holding the old token")
+		}
+		n.mustRelease(key, to)
 	}},
 	// Transfer releases nothing, so it announces nothing.
 	{"Silent", func(n *node) {

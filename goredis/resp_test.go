@@ -25,7 +25,7 @@ func TestEncodeCommands(t *testing.T) {
 		{"extend by EVAL", command{op: opScript, s: &extendScript, eval: true, key: "k", token: "t", n: 30000},
 			"*6\r\n$4\r\nEVAL\r\n$" + strconv.Itoa(len(extendScript.src)) + "\r\n" + extendScript.src + "\r\n$1\r\n1\r\n$1\r\nk\r\n$1\r\nt\r\n$5\r\n30000\r\n"},
 		{"transfer", transferCommand("k", "old", "new", 1500*time.Millisecond),
-			"*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + transferScript.sha + "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\nold\r\n$3\r\nnew\r\n$4\r\n1500\r\n"},
+			"*8\r\n$7\r\nEVALSHA\r\n$40\r\n" + transferScript.sha + "\r\n$1\r\n2\r\n$1\r\nk\r\n$7\r\nk:queue\r\n$3\r\nold\r\n$3\r\nnew\r\n$4\r\n1500\r\n"},
 		{"fenced", command{op: opScript, s: &raiseFenceScript, fenced: true, key: "{a}", token: "t", n: -7},
 			"*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + raiseFenceScript.sha + "\r\n$1\r\n2\r\n$3\r\n{a}\r\n$9\r\n{a}:fence\r\n$1\r\nt\r\n$2\r\n-7\r\n"},
 	}

@@ -15,11 +15,11 @@ var transferScript = newScript(redlock.Lua.Transfer)
 // WithReplicaAck waits for the replicas as Acquire does.
 func (g *node) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
 	if g.w != nil {
-		kind, n, err := g.w.do(ctx, transferCommand(key, oldToken, newToken, ttl))
-		return replyBool(opScript, kind, n, err)
+		return transferReply(scriptInt(g.w.do(ctx, transferCommand(key, oldToken, newToken, ttl))))
 	}
-	n, wait, err := g.exec(ctx, true, transferScript, 1, key, oldToken, newToken, ttl.Milliseconds())
-	if err != nil || n != 1 {
+	queue, _, _ := redlock.QueueKeys(key)
+	n, wait, err := g.exec(ctx, true, transferScript, 2, key, queue, oldToken, newToken, ttl.Milliseconds())
+	if ok, err := transferReply(n, err); !ok {
 		return false, err
 	}
 	if err := g.acked(wait); err != nil {
@@ -34,7 +34,20 @@ func (g *wireNode) StartTransfer(ctx context.Context, key, oldToken, newToken st
 	return g.w.start(ctx, transferCommand(key, oldToken, newToken, ttl))
 }
 
-// transferCommand is Transfer on the node's own connection.
+// transferReply is Transfer's answer to the script's reply n
+// (redlock.Lua.Transfer).
+func transferReply(n int64, err error) (bool, error) {
+	switch {
+	case err != nil:
+		return false, err
+	case n == -1:
+		return false, redlock.ErrWaitersQueued
+	}
+	return n == 1, nil
+}
+
+// transferCommand is Transfer on the node's own connection: KEYS are the
+// key and its queue (command.encode).
 func transferCommand(key, oldToken, newToken string, ttl time.Duration) command {
 	return command{op: opScript, s: &transferScript, key: key, token: oldToken, next: newToken, n: ttl.Milliseconds()}
 }

@@ -131,7 +131,7 @@ type op uint8
 
 const (
 	opSet    op = iota // SET key token PX n NX
-	opScript           // EVALSHA (or EVAL) of s: 1 key, or 2 (key, key:fence) with fenced, or 4 (key, its queue keys) with queued
+	opScript           // EVALSHA (or EVAL) of s: 1 key, or 2 (key, key:fence) with fenced, or (key, its queue) for a transfer, or 4 (key, its queue keys) with queued
 )
 
 // The suffixes of a key's queue keys (redlock.QueueKeys).
@@ -185,7 +185,7 @@ func (c *command) encode(b []byte, eval bool) []byte {
 		n = 13
 	}
 	if c.next != "" {
-		n++
+		n += 2 // the new token, and the queue's key
 	}
 	b = appendArray(b, n)
 	if eval {
@@ -199,6 +199,10 @@ func (c *command) encode(b []byte, eval bool) []byte {
 		b = appendBulk(b, "2")
 		b = appendBulk(b, c.key)
 		b = appendBulkSuffixed(b, c.key, fenceSuffix)
+	} else if c.next != "" { // Transfer's: the key and its queue
+		b = appendBulk(b, "2")
+		b = appendBulk(b, c.key)
+		b = appendBulkSuffixed(b, c.key, queueSuffixes[0])
 	} else if c.queued {
 		b = appendBulk(b, "4")
 		b = appendBulk(b, c.key)
@@ -795,6 +799,10 @@ func (c *wcall) FinishGrant() (ok bool, grant string, err error) {
 	kind, n, bulk, err = w.noScript(ctx, cmd, kind, n, bulk, err)
 	if err == nil && kind == replyBulk && cmd.hands {
 		return true, bulk, nil // it deleted the key, then granted
+	}
+	if cmd.next != "" { // a transfer
+		ok, err = transferReply(scriptInt(kind, n, err))
+		return ok, "", err
 	}
 	ok, err = replyBool(cmd.op, kind, n, err)
 	return ok, "", err

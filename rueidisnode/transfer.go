@@ -12,10 +12,14 @@ import (
 // transferScript hands a held key to the next holder (redlock.Transferrer).
 var transferScript = rueidis.NewLuaScript(redlock.Lua.Transfer)
 
-// Transfer sets key to newToken with the TTL if it holds oldToken, in one
-// script (redlock.Lua.Transfer).
+// Transfer sets key to newToken with the TTL if it holds oldToken and no
+// Lock call is queued for it, in one script (redlock.Lua.Transfer).
 func (n *node) Transfer(ctx context.Context, key, oldToken, newToken string, ttl time.Duration) (bool, error) {
-	v, err := n.run(ctx, transferScript, []string{key}, oldToken, newToken, strconv.FormatInt(ttl.Milliseconds(), 10))
+	queue, _, _ := redlock.QueueKeys(key)
+	v, err := n.run(ctx, transferScript, []string{key, queue}, oldToken, newToken, strconv.FormatInt(ttl.Milliseconds(), 10))
+	if err == nil && v == -1 {
+		return false, redlock.ErrWaitersQueued
+	}
 	return v == 1, err
 }
 
