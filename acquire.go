@@ -302,7 +302,10 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 	start := w.cfg.eventStart()
 	began := w.cfg.clock.Now()
 	w.sent = w.attempts
+	ownBefore, mark := w.cfg.lines.beginRound(w.key, began)
 	lock, outcome, err := w.attempt(token, woken && w.gate >= 0)
+	w.markHeld(lock) // before the round counts as over (lines.busy)
+	w.ownMay = w.cfg.lines.endRound(w.key, w.cfg.clock.Now(), mark) || ownBefore
 	w.last = outcome
 	if w.wake != nil {
 		w.wake.end(outcome)

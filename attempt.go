@@ -25,6 +25,7 @@ type waiter struct {
 
 	attempts  int
 	last      []error    // what each node said to the last attempt
+	ownMay    bool       // a lock of the locker may have been on the nodes during the last attempt (refusedByOther)
 	leftovers []leftover // SETs of failed attempts that may still hold a node
 	watched   bool       // subscribing was tried (once per call)
 	byOther   bool       // queued since another locker's lock refused the call, now or in a call before (joinQueues, subscribesFirst)

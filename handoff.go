@@ -206,6 +206,8 @@ func (w *waiter) dropTransfer() {
 // taken (announced, so that the next waiter wakes).
 func (t *transferSlot) letGo(ctx context.Context) {
 	if l := t.abandon(); l != nil {
+		_, mark := l.cfg.lines.beginRound(l.key, time.Time{}) // lines.busy
+		defer l.cfg.lines.endRound(l.key, time.Time{}, mark)
 		l.cfg.lines.unheld(l.key, l.token)
 		l.scope().releaseAll(ctx, l.token)
 	}
@@ -244,6 +246,10 @@ func (w *waiter) heldHere() (time.Time, bool) {
 // is under way, and the new lock once it succeeded: the key is held all
 // along, and the other waiters need not ask the nodes.
 func (l *Lock) letGo(ctx context.Context, until time.Time) error {
+	// Until the round is over, the key may still hold our token where
+	// the locker's record (lines.own) no longer shows it (lines.busy).
+	_, mark := l.cfg.lines.beginRound(l.key, time.Time{})
+	defer l.cfg.lines.endRound(l.key, time.Time{}, mark)
 	var t *transferSlot
 	if l.chain < handoffChain && l.scope().transferable() && l.cfg.clock.Now().Before(until) {
 		t = l.cfg.lines.claim(l.key, l.slot >= 0)

@@ -252,6 +252,7 @@ func TestTransferTakesTurns(t *testing.T) {
 	transfers := calls(ns, fakenode.Transfer) / 3
 	assert.Positive(t, transfers, "hand-offs transferred")
 	assert.Positive(t, calls(ns, fakenode.Release), "the chain of transfers is bounded")
+	assert.Zero(t, calls(ns, fakenode.AcquireFair), "no call took its own locker's lock for another's and joined the queue")
 	assert.True(t, free(t, ns, "transfer:turns"))
 }
 

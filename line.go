@@ -54,11 +54,21 @@ type lines struct {
 	contended map[string]contention
 	// own: the lock of one key this locker holds, by key, whether or not
 	// anyone was in line for it, until its Unlock or the end of its
-	// validity: a call refused while one is held was refused by its own
-	// locker (fair.go, joinQueues). sweepAt: the size at which ended
+	// validity: a call refused while one is held (or a round is busy,
+	// below) may have been refused by its own locker (fair.go,
+	// joinQueues). sweepAt: the size at which ended
 	// records are dropped.
 	own     map[string]ownLock
 	sweepAt int
+	// busy: by key, the locker's rounds in flight that may leave a lock
+	// of its own on the nodes that own does not show: an attempt, from
+	// before it is sent until a lock it took is in own; a release or a
+	// transfer, from before its lock leaves own until the round is over.
+	// A call refused by a quorum was refused by another locker's lock
+	// only if no lock of its own locker was on the nodes during its
+	// attempt: none in own, and no other round busy, when the attempt
+	// began, when it ended, or in between (busyKey.began).
+	busy map[string]busyKey
 	// released: by key, the token of the last lock of the key, taken by a
 	// call that waited (Lock.watched), that the locker released on every
 	// node (Unlock's round over, each node answered). A waiter that
@@ -130,6 +140,10 @@ func (ls *lines) held(key string, lock ownLock, inLine bool) {
 		ls.sweepAt = max(minSweep, 2*len(ls.own))
 	}
 	ls.own[key] = lock
+	if b, ok := ls.busy[key]; ok { // a round in flight ends after this (endRound)
+		b.began++
+		ls.busy[key] = b
+	}
 }
 
 // unheld forgets the lock recorded for key if it is token's (Unlock).
@@ -177,11 +191,51 @@ func (ls *lines) extended(key, token string, until time.Time) {
 	}
 }
 
-// holds reports whether the locker holds a lock of key that it took
-// (held) and has not unlocked, valid at now.
-func (ls *lines) holds(key string, now time.Time) bool {
+// busyKey is the locker's rounds in flight on one key (lines.busy), and
+// how many began, or recorded a lock (held), while any was in flight.
+type busyKey struct {
+	rounds int
+	began  uint64
+}
+
+// beginRound counts a round on key as begun (see busy). It reports
+// whether a lock of the locker may be on the nodes at now (the locker
+// holds one, valid at now, or another round is in flight), and a mark
+// for endRound.
+func (ls *lines) beginRound(key string, now time.Time) (mine bool, mark uint64) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	if ls.busy == nil {
+		ls.busy = map[string]busyKey{}
+	}
+	b := ls.busy[key]
+	mine = ls.holdsLocked(key, now) || b.rounds > 0
+	b.rounds++
+	b.began++
+	ls.busy[key] = b
+	return mine, b.began
+}
+
+// endRound counts a round that beginRound began, with mark, as over. It
+// reports whether a lock of the locker may have been on the nodes since:
+// another round began, or a lock was recorded, after this one began, or
+// the locker holds one valid at now, or another round is in flight.
+func (ls *lines) endRound(key string, now time.Time, mark uint64) (mine bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	b := ls.busy[key]
+	mine = b.began != mark || b.rounds > 1 || ls.holdsLocked(key, now)
+	if b.rounds--; b.rounds > 0 {
+		ls.busy[key] = b
+	} else {
+		delete(ls.busy, key)
+	}
+	return mine
+}
+
+// holdsLocked reports whether the locker holds a lock of key that it
+// took (held) and has not unlocked, valid at now; ls.mu held.
+func (ls *lines) holdsLocked(key string, now time.Time) bool {
 	o, ok := ls.own[key]
 	return ok && now.Before(o.until)
 }

@@ -202,7 +202,7 @@ func TestContendedRecords(t *testing.T) {
 }
 
 // A locker's record of its own locks (lines.held, extended, unheld,
-// holds): a lock counts until its Unlock or its validity's end, which
+// holdsLocked): a lock counts until its Unlock or its validity's end, which
 // its Extend moves; an older token's Unlock or Extend leaves a newer
 // lock's record alone; and ended records are dropped once there are
 // minSweep of them, live ones never.
@@ -213,18 +213,18 @@ func TestOwnLockRecords(t *testing.T) {
 		ls.held(key, ownLock{token: token, acquired: at, until: at.Add(time.Second)}, false)
 	}
 	take("a", "t1", now)
-	assert.True(t, ls.holds("a", now))
-	assert.False(t, ls.holds("a", now.Add(time.Second)), "ended with its validity")
-	assert.False(t, ls.holds("b", now))
+	assert.True(t, ls.holdsLocked("a", now))
+	assert.False(t, ls.holdsLocked("a", now.Add(time.Second)), "ended with its validity")
+	assert.False(t, ls.holdsLocked("b", now))
 	take("a", "t2", now) // taken again (the first expired)
 	ls.unheld("a", "t1")
-	assert.True(t, ls.holds("a", now), "an older token's Unlock leaves the newer lock")
+	assert.True(t, ls.holdsLocked("a", now), "an older token's Unlock leaves the newer lock")
 	ls.extended("a", "t1", now.Add(time.Hour))
-	assert.False(t, ls.holds("a", now.Add(time.Second)), "an older token's Extend moves nothing")
+	assert.False(t, ls.holdsLocked("a", now.Add(time.Second)), "an older token's Extend moves nothing")
 	ls.extended("a", "t2", now.Add(time.Hour))
-	assert.True(t, ls.holds("a", now.Add(time.Second)), "moved by its Extend")
+	assert.True(t, ls.holdsLocked("a", now.Add(time.Second)), "moved by its Extend")
 	ls.unheld("a", "t2")
-	assert.False(t, ls.holds("a", now), "gone with its Unlock")
+	assert.False(t, ls.holdsLocked("a", now), "gone with its Unlock")
 
 	for i := range minSweep {
 		take(strconv.Itoa(i), "t", now)
@@ -238,7 +238,23 @@ func TestOwnLockRecords(t *testing.T) {
 	take("later", "t", now.Add(time.Second)) // the others ended
 	assert.Equal(t, 1, len(ls.own), "ended records dropped at the sweep")
 	assert.Equal(t, minSweep, ls.sweepAt)
-	assert.True(t, ls.holds("later", now.Add(time.Second)))
+	assert.True(t, ls.holdsLocked("later", now.Add(time.Second)))
+
+	// A round in flight may leave a lock the records do not show.
+	mine, mark := ls.beginRound("busy", now)
+	assert.False(t, mine, "nothing held, nothing in flight")
+	assert.False(t, ls.endRound("busy", now, mark), "no other round, no lock, during ours")
+	mine, mark = ls.beginRound("busy", now)
+	assert.False(t, mine)
+	other, otherMark := ls.beginRound("busy", now)
+	assert.True(t, other, "a round already in flight")
+	assert.True(t, ls.endRound("busy", now, otherMark), "the first round still in flight")
+	assert.True(t, ls.endRound("busy", now, mark), "another round began during ours")
+	_, mark = ls.beginRound("busy", now)
+	take("busy", "t", now)
+	ls.unheld("busy", "t")
+	assert.True(t, ls.endRound("busy", now, mark), "a lock was taken, and let go, during ours")
+	assert.Empty(t, ls.busy, "no record is kept for a key with no round in flight")
 }
 
 // A grant that a release of this locker returned instead of announcing
