@@ -314,7 +314,7 @@ func (w *wire) start(ctx context.Context, cmd command) *wcall {
 	}
 	w.mu.Unlock()
 	c.state = stSolo
-	if err := w.write(ctx, deadline(ctx, w.opt), c); err != nil {
+	if err := w.write(deadline(ctx, w.opt), c); err != nil {
 		c.state, c.err = stDone, err
 		w.land()
 		return c
@@ -494,7 +494,7 @@ func (w *wire) send() {
 				if dialled && w.abandoned() {
 					err = errAbandoned
 				} else {
-					err = w.write(context.Background(), latest, batch...)
+					err = w.write(latest, batch...)
 				}
 			}
 		}
@@ -556,9 +556,10 @@ func deadline(ctx context.Context, opt *redis.Options) time.Time {
 }
 
 // connect, by the sender, dials the connection if it is down, bounded by
-// latest (the batch's latest deadline; none if zero). A batch whose
-// callers all gave up while it dialled is then not written: a call that
-// ends before its command is sent sends nothing, as at start.
+// latest (the batch's latest deadline; none if zero): the only place the
+// wire dials. The sender then does not write a batch whose callers all
+// gave up while it dialled (abandoned): a call that ends before its
+// command is sent sends nothing, as at start.
 func (w *wire) connect(latest time.Time) error {
 	if w.conn != nil {
 		return nil
@@ -580,15 +581,11 @@ func (w *wire) abandoned() bool {
 	return w.live == 0
 }
 
-// write, by the holder of the connection, dials it if needed (bounded by
-// ctx) and writes the commands of calls in one write, bounded with their
-// reads by d. On error the connection is closed.
-func (w *wire) write(ctx context.Context, d time.Time, calls ...*wcall) error {
-	if w.conn == nil {
-		if err := w.dial(ctx, d); err != nil {
-			return err
-		}
-	}
+// write, by the holder of the connection, which is up (start writes
+// only on a connection that is, the sender after connect), writes the
+// commands of calls in one write, bounded with their reads by d. On
+// error the connection is closed.
+func (w *wire) write(d time.Time, calls ...*wcall) error {
 	if err := w.conn.SetDeadline(d); err != nil {
 		w.drop()
 		return w.fail(err)
