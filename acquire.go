@@ -37,9 +37,8 @@ func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope,
 func acquire(ctx context.Context, s scope) (*Lock, error) {
 	start := s.cfg.eventStart()
 	w := &waiter{scope: s, ctx: ctx, gate: -1}
-	lock, err := w.run()
+	lock, err := w.run() // a lock it returns is recorded (markHeld)
 	w.markContended()
-	w.markHeld(lock)
 	w.stopWatching()
 	w.leaveQueue(ctx, lock)
 	return s.settle(ctx, start, w.attempts, lock, err)
@@ -280,6 +279,7 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 		return lock, nil
 	}
 	if lock := w.claim(); lock != nil {
+		w.markHeld(lock)
 		return lock, nil
 	}
 	w.attempts++

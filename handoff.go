@@ -215,7 +215,10 @@ func (t *transferSlot) letGo(ctx context.Context) {
 
 // markHeld records that w took lock (lines.held), when it is the lock of
 // one key, plain or fair, which excludes every other taker of the key. (A
-// reader's share would not exclude another reader.)
+// reader's share would not exclude another reader.) try calls it where
+// a lock is taken, by an attempt (before its round counts as over,
+// lines.busy) or a claim; a transferred lock was recorded by the
+// transfer (Lock.transfer).
 func (w *waiter) markHeld(lock *Lock) {
 	if lock != nil && w.keys == nil && (w.what == target(oneKey{}) || w.fair() != nil) {
 		w.cfg.lines.held(w.key, lock.own(), w.wake != nil && w.fair() == nil)
