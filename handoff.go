@@ -258,15 +258,16 @@ func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 		t = l.cfg.lines.claim(l.key, l.slot >= 0)
 	}
 	if t == nil {
-		l.cfg.lines.unheld(l.key, l.token)
 		if l.slot != -1 || l.what != target(oneKey{}) || l.cfg.noHandoff {
+			l.cfg.lines.unheld(l.key, l.token)
 			return l.release(ctx, until)
 		}
 		// A plain lock (fenced or not): the release wakes the line's first
-		// waiter, and the others wait for its attempt (lines.yield), for
-		// the release's and two rounds' timeouts at most.
+		// waiter, and the others wait for its attempt (lines.yield, which
+		// also forgets the lock), for the release's and two rounds'
+		// timeouts at most.
 		clock := l.cfg.clock
-		l.cfg.lines.yield(l.key, clock.Now().Add(3*l.cfg.timeout()+handoffSpread))
+		l.cfg.lines.yield(l.key, l.token, clock.Now().Add(3*l.cfg.timeout()+handoffSpread))
 		err := l.release(ctx, until)
 		l.cfg.lines.releasedAt(l.key, clock.Now())
 		return err

@@ -150,6 +150,11 @@ func (ls *lines) held(key string, lock ownLock, inLine bool) {
 func (ls *lines) unheld(key, token string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.unheldLocked(key, token)
+}
+
+// unheldLocked is unheld with ls.mu held.
+func (ls *lines) unheldLocked(key, token string) {
 	if l := ls.m[key]; l != nil && l.holder == token {
 		l.holder, l.until = "", time.Time{}
 	}
@@ -267,12 +272,17 @@ func (ls *lines) heldUntil(key string) time.Time {
 // The yield begins before the release round, and only an attempt that
 // began after that round ended (yieldFrom, set by releasedAt) ends it:
 // one that began earlier may have reached the nodes before the release.
-func (ls *lines) yield(key string, until time.Time) {
+// It forgets the released lock, the one of key with token (as unheld
+// does), in the same step: a waiter's timer between the two would find
+// the key neither held here (heldUntil) nor yielded, and attempt out of
+// turn while the release reaches the nodes.
+func (ls *lines) yield(key, token string, until time.Time) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.m[key]; l != nil {
 		l.yieldFrom, l.yieldUntil = until, until
 	}
+	ls.unheldLocked(key, token)
 }
 
 // releasedAt records that the release round of a yield ended at t.
@@ -353,8 +363,17 @@ func (ls *lines) join(key string, w *wakeup) {
 	w.line = l
 }
 
-// first reports whether w is first in its line; a waiter that has not
-// joined one (it is still subscribing) is not.
+// hears records that w, in line, is subscribed to the key's releases,
+// and gives it the slot t through which Unlock may hand it the key (nil:
+// none) (watchReleases).
+func (ls *lines) hears(w *wakeup, t *transferSlot) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	w.hearing, w.transfer = true, t
+}
+
+// first reports whether w is first in its line; a waiter that has left
+// its line is not.
 func (w *wakeup) first() bool {
 	w.lines.mu.Lock()
 	defer w.lines.mu.Unlock()

@@ -257,6 +257,34 @@ func TestOwnLockRecords(t *testing.T) {
 	assert.Empty(t, ls.busy, "no record is kept for a key with no round in flight")
 }
 
+// A release of a lock that the line held (Unlock, lines.yield) moves the
+// line from "held here" to "yielding to the first waiter" in one step:
+// the others' timers see one or the other at every moment. With the two
+// done apart, a timer firing between them found neither and took the
+// key out of turn (TestReleaseKeepsTheLineInOrder, one run in about 60
+// under load; every few runs with a pause put between them).
+func TestYieldTakesOverFromTheHolder(t *testing.T) {
+	ls := newLines()
+	first, second := newWakeup(1, ls), newWakeup(1, ls)
+	ls.join("k", first)
+	ls.join("k", second)
+	defer first.leave()
+	defer second.leave()
+	now := time.Unix(1000, 0)
+	ls.held("k", ownLock{token: "t", acquired: now, until: now.Add(time.Second)}, true)
+	assert.True(t, now.Before(ls.heldUntil("k")), "held by the line")
+	assert.False(t, ls.yieldingTo("k", second, now))
+
+	ls.yield("k", "other", now.Add(time.Second)) // another token's: the lock stays
+	assert.True(t, now.Before(ls.heldUntil("k")))
+	ls.yield("k", "t", now.Add(time.Second))
+	assert.False(t, now.Before(ls.heldUntil("k")), "the line no longer holds it")
+	assert.False(t, ls.holdsLocked("k", now), "nor does the locker")
+	assert.True(t, ls.yieldingTo("k", second, now), "the second waits for the first")
+	assert.False(t, ls.yieldingTo("k", first, now), "the first attempts")
+	assert.False(t, ls.yieldingTo("k", second, now.Add(time.Second)), "until the yield ends")
+}
+
 // A grant that a release of this locker returned instead of announcing
 // it (GrantPending) reaches the fair waiter it names through handGrant,
 // as its announcement would have: on a quorum of the nodes that refused
