@@ -16,8 +16,25 @@ var (
 // counts are checked only without it).
 const RaceEnabled = raceEnabled
 
-// InLine counts l's waiters in line for key.
+// InLine counts l's waiters in line for key that hear its releases (a
+// waiter joins its line before it subscribes: see Joined).
 func InLine(l Locker, key string) int {
+	ls := linesOf(l)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	n := 0
+	if q := ls.m[key]; q != nil {
+		for _, w := range q.waiters {
+			if w.hearing {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Joined counts l's waiters in line for key, subscribed or not.
+func Joined(l Locker, key string) int {
 	ls := linesOf(l)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()

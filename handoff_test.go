@@ -331,6 +331,71 @@ func TestReleaseKeepsTheLineInOrder(t *testing.T) {
 	assert.Zero(t, outOfTurn, "acquisitions out of turn, in order %v", order)
 }
 
+// A Lock call whose subscription answers late keeps its place in its
+// locker's line: a later call, subscribed sooner, waits behind it, and a
+// release made while the first still subscribes goes to the first (its
+// attempt once subscribed finds the key free). Before, a waiter joined
+// the line once subscribed, and under load a later call passed an
+// earlier one (TestReleaseKeepsTheLineInOrder, about one run in 60).
+func TestSlowSubscriptionKeepsItsPlaceInLine(t *testing.T) {
+	_, bs := minis(t, 1)
+	slow := slowSubscriber{Backend: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{})}
+	rl, err := redlock.New([]redlock.Backend{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
+		redlock.WithStrategy(redlock.Retry(5, time.Second)))
+	require.NoError(t, err)
+	const key = "line:slow"
+	holder, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+
+	slow.hold.Store(true)
+	first := make(chan lockResult, 1)
+	go func() {
+		l, err := rl.Lock(t.Context(), key)
+		first <- lockResult{l, err}
+	}()
+	<-slow.entered // subscribing, held back
+	slow.hold.Store(false)
+	assert.Equal(t, 1, redlock.Joined(rl, key), "in line while it subscribes")
+	assert.Zero(t, redlock.InLine(rl, key), "not yet hearing releases")
+	second := waitFor(t, t.Context(), rl, key)
+	require.Equal(t, 2, redlock.Joined(rl, key), "both in line, the later behind")
+
+	require.NoError(t, holder.Unlock(t.Context())) // released while the first still subscribes
+	close(slow.open)
+	var got lockResult
+	select {
+	case got = <-first:
+	case got = <-second:
+		t.Fatal("the later call took the key ahead of the earlier one")
+	}
+	require.NoError(t, got.err)
+	require.NoError(t, got.l.Unlock(t.Context()))
+	got = <-second
+	require.NoError(t, got.err)
+	require.NoError(t, got.l.Unlock(t.Context()))
+}
+
+// slowSubscriber holds back each subscription made while hold is set
+// until open is closed, and tells entered when one is held back.
+type slowSubscriber struct {
+	redlock.Backend
+	hold    *atomic.Bool
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (n slowSubscriber) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+	if n.hold.Load() {
+		n.entered <- struct{}{}
+		select {
+		case <-n.open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return n.Backend.(redlock.Notifier).Notify(ctx, key, released)
+}
+
 // Goroutines of one locker taking turns while each node, at random, loses
 // replies (the command ran), fails calls (it did not run) or delivers
 // them late (after the caller gave up): transfers that fall short, land

@@ -70,9 +70,10 @@ import (
 // Within one locker only the first waiter in line for the key is woken
 // (see line); the others keep their state and are not woken.
 type wakeup struct {
-	ch    chan struct{}
-	line  *line  // once joined; guarded by lines.mu
-	lines *lines // the locker's
+	ch      chan struct{}
+	line    *line  // once joined; guarded by lines.mu
+	hearing bool   // subscribed, and in line (lines.hears); guarded by lines.mu
+	lines   *lines // the locker's
 
 	mu        sync.Mutex
 	notifies  []bool // the node is subscribed: its releases are announced to us
@@ -90,7 +91,7 @@ type wakeup struct {
 	granted   []bool // the node announced a grant of grantTok
 	trusted   []bool // the node refused grantTok's attempt: a grant of it came after that attempt ran there
 
-	transfer *transferSlot // set before joining a line when Unlock may hand the key over (handoff.go); nil otherwise
+	transfer *transferSlot // set, under lines.mu, once subscribed when Unlock may hand the key over (handoff.go); nil otherwise
 }
 
 func newWakeup(nodes int, ls *lines) *wakeup {
@@ -311,6 +312,13 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 	if f, ok := s.what.(*fairKey); ok { // before any announcement can arrive
 		w.ticket, w.granted, w.trusted = f.ticket, make([]bool, len(nodes)), make([]bool, len(nodes))
 	}
+	// In line before subscribing, so that the locker's waiters take turns
+	// in the order their calls came: a subscription that answers late
+	// must not let a later call pass. Until it is subscribed, the waiter
+	// has no transfer slot (Unlock releases instead of handing the key to
+	// it, see claim), and a release it could not hear is seen by the
+	// attempt it makes once subscribed (waitOut).
+	s.cfg.lines.join(s.key, w)
 	stops := make([]func(), len(nodes))
 	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
 		n, ok := b.(Notifier)
@@ -331,6 +339,9 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 		w.leave()
 	}
 	if r.granted == 0 {
+		// It may have stood first while a release went unheard: the
+		// next in line attempts (leave passes the wake-up on).
+		w.wake()
 		stop()
 		return nil, nil
 	}
@@ -339,14 +350,10 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 		ok[i] = err == nil
 	}
 	w.subscribed(ok, quorum(len(nodes)))
-	if t != nil {
-		w.transfer = t
-	} else if s.transferable() {
-		w.transfer = &transferSlot{s: s, wake: w.wake, spend: w.spend}
+	if t == nil && s.transferable() {
+		t = &transferSlot{s: s, wake: w.wake, spend: w.spend}
 	}
-	// In line only once subscribed, so the first in line is always one
-	// that notifications reach.
-	s.cfg.lines.join(s.key, w)
+	s.cfg.lines.hears(w, t)
 	return w, stop
 }
 

@@ -196,7 +196,7 @@ func TestHandoffSharesOneConnection(t *testing.T) {
 	wg.Wait() // each release wakes the next in line: the six take turns
 	assert.Equal(t, int64(waiters), acquired.Load())
 	testwait.Until(t, `len(ms[0].PubSubChannels("*")) == 0`, func() bool { return len(ms[0].PubSubChannels("*")) == 0 })
-	assert.Zero(t, redlock.InLine(s, "k"), "the line is gone with its waiters")
+	assert.Zero(t, redlock.Joined(s, "k"), "the line is gone with its waiters")
 }
 
 // TestHandoffWakesWaitersInOrder: waiters of one process are woken first

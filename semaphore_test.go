@@ -229,7 +229,7 @@ func TestSemaphoreWaitersReuseSubscriptions(t *testing.T) {
 	require.NoError(t, c.Unlock(t.Context()))
 	wg.Wait()
 	assert.Zero(t, live.Load(), "the last call to end stopped every subscription")
-	assert.Zero(t, redlock.InLine(lk, sem.SlotKey(0)))
+	assert.Zero(t, redlock.Joined(lk, sem.SlotKey(0)))
 }
 
 // TestSemaphoreHandoffWakesAWaiter: a waiter whose next retry is an hour
@@ -276,7 +276,7 @@ func semaphoreHandoff(t *testing.T, bs []redlock.Backend) {
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 	for i := range 3 {
-		assert.Zero(t, redlock.InLine(lk, sem.SlotKey(i)), "the waiter left every line")
+		assert.Zero(t, redlock.Joined(lk, sem.SlotKey(i)), "the waiter left every line")
 	}
 }
 

@@ -121,7 +121,7 @@ func TestSemaphoreTransferHandsThePermitOver(t *testing.T) {
 	require.NoError(t, held[0].Unlock(t.Context()))
 	for i := range sem.Permits() {
 		assert.True(t, free(t, ns, sem.SlotKey(i)), "slot %d released", i)
-		assert.Zero(t, redlock.InLine(rl, sem.SlotKey(i)))
+		assert.Zero(t, redlock.Joined(rl, sem.SlotKey(i)))
 	}
 }
 
@@ -206,7 +206,7 @@ func TestSemaphoreTransferToAWaiterThatLeft(t *testing.T) {
 	release()
 	require.NoError(t, <-unlocked)
 	assert.True(t, free(t, ns, sem.SlotKey(0)), "the permit handed to nobody was released")
-	assert.Zero(t, redlock.InLine(rl, sem.SlotKey(0)))
+	assert.Zero(t, redlock.Joined(rl, sem.SlotKey(0)))
 }
 
 // Fenced permits are never handed over: the next holder needs a fencing
@@ -257,7 +257,7 @@ func TestSemaphoreTransferChainIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, longest, redlock.HandoffChain, "transfers of a slot in a row")
 	for i := range sem.Permits() {
 		assert.True(t, free(t, ns, sem.SlotKey(i)))
-		assert.Zero(t, redlock.InLine(rl, sem.SlotKey(i)))
+		assert.Zero(t, redlock.Joined(rl, sem.SlotKey(i)))
 	}
 }
 
@@ -299,7 +299,7 @@ func TestSemaphoreTransferUnderFaults(t *testing.T) {
 	assert.Positive(t, calls(ns, fakenode.Transfer), "permits handed over")
 	assert.Equal(t, permits, chk.MostInside(sem.Name()), "the permits were all held at once: the bound was tested")
 	for i := range permits {
-		assert.Zero(t, redlock.InLine(rl, sem.SlotKey(i)))
+		assert.Zero(t, redlock.Joined(rl, sem.SlotKey(i)))
 	}
 	t.Log(len(chk.Sections()), "sections,", calls(ns, fakenode.Transfer)/3, "transfer rounds")
 }
