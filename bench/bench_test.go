@@ -33,7 +33,7 @@ var (
 	uncontended = []Impl{Redlock, RedlockRueidis, RedsyncDefault, Redislock, Raw}
 	// lockUnlock adds rueidis with MaxFlushDelay too.
 	lockUnlock     = append(slices.Clone(uncontended), RedlockRueidisFlush)
-	contended      = []Impl{Redlock, RedlockFair, RedsyncDefault, Redsync1ms, Redislock, Raw, IdealHandoff}
+	contended      = []Impl{Redlock, RedlockFair, RedsyncDefault, Redsync1ms, Redislock, Raw, IdealHandoff, IdealQueued}
 	contendedNodes = []int{1, 5}
 )
 

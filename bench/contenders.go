@@ -72,6 +72,9 @@ type Impl string
 // process's lock refused them; it runs in the hand-off scenarios only.
 // IdealHandoff is no lock but the fastest hand-off one round allows, with
 // no safety logic (see ideal); it runs in the hand-off scenarios only.
+// IdealQueued is IdealHandoff whose waiters also register with the nodes,
+// the least a lock that learns of its waiters from the nodes adds (see
+// ideal).
 const (
 	Redlock             Impl = "redlock"
 	RedlockFair         Impl = "redlock-fair"
@@ -82,6 +85,7 @@ const (
 	Redislock           Impl = "redislock"
 	Raw                 Impl = "raw"
 	IdealHandoff        Impl = "ideal-handoff"
+	IdealQueued         Impl = "ideal-queued"
 )
 
 // New builds contender impl over clients, one per independent master.
@@ -109,7 +113,9 @@ func New(impl Impl, clients []*redis.Client) (Contender, error) {
 	case Raw:
 		return newRaw(clients)
 	case IdealHandoff:
-		return newIdeal(clients)
+		return newIdeal(clients, false)
+	case IdealQueued:
+		return newIdeal(clients, true)
 	}
 	return nil, fmt.Errorf("bench: unknown contender %q", impl)
 }
@@ -462,25 +468,44 @@ func (h *rawHeld) Extend(ctx context.Context) error {
 // As a Contender (the hand-off benchmarks' lu-p50 and solo rounds) it is
 // the raw floor: SET NX PX and compare-and-delete. The hand-off itself
 // runs on the views Worker returns, one per worker (see [Rotator]).
+//
+// Queued (ideal-queued), a worker's Acquire first registers its turn with
+// every node (one ZADD to a queue key per node, concurrently), and the
+// pass also removes the turn it grants from the queue: what a hand-off
+// costs at least when the nodes must learn who waits, as they must for
+// a fair lock whose waiters come and go (redlock's queue: one script per
+// node and waiting call, besides the release's). The rotation still
+// decides who is next; the queue is written and never read.
 type ideal struct {
 	*raw
+	queued  bool
 	passSHA string
 }
 
 // idealPass sets KEYS[1] to ARGV[1] for ARGV[2] ms and publishes ARGV[1]
-// on channel ARGV[3].
-const idealPass = `redis.call("set", KEYS[1], ARGV[1], "px", ARGV[2]) return redis.call("publish", ARGV[3], ARGV[1])`
+// on channel ARGV[3]; queued, it first removes ARGV[1] from the queue
+// KEYS[2].
+const (
+	idealPass       = `redis.call("set", KEYS[1], ARGV[1], "px", ARGV[2]) return redis.call("publish", ARGV[3], ARGV[1])`
+	idealPassQueued = `redis.call("zrem", KEYS[2], ARGV[1]) ` + idealPass
+)
 
-func newIdeal(clients []*redis.Client) (*ideal, error) {
+func idealQueue(key string) string { return key + ":ideal:queue" }
+
+func newIdeal(clients []*redis.Client, queued bool) (*ideal, error) {
 	r, err := newRaw(clients)
 	if err != nil {
 		return nil, err
 	}
-	c := &ideal{raw: r}
+	c := &ideal{raw: r, queued: queued}
+	pass := idealPass
+	if queued {
+		pass = idealPassQueued
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, cl := range clients {
-		if c.passSHA, err = cl.ScriptLoad(ctx, idealPass).Result(); err != nil {
+		if c.passSHA, err = cl.ScriptLoad(ctx, pass).Result(); err != nil {
 			return nil, fmt.Errorf("bench: loading the ideal hand-off script on %s: %w", cl.Options().Addr, err)
 		}
 	}
@@ -569,6 +594,12 @@ func (w *idealWorker) Acquire(ctx context.Context, key string, _ bool) (Held, er
 		return nil, fmt.Errorf("bench: ideal worker of %q asked for %q", w.key, key)
 	}
 	token := strconv.Itoa(w.next)
+	if w.c.queued && w.next != 0 {
+		z := redis.Z{Score: float64(w.next), Member: token}
+		if w.c.each(func(c *redis.Client) bool { return c.ZAdd(ctx, idealQueue(key), z).Err() == nil }) < w.c.quorum {
+			return nil, fmt.Errorf("bench: ideal worker %d registering turn %d: no quorum", w.i, w.next)
+		}
+	}
 	if w.next == 0 {
 		if w.c.each(func(c *redis.Client) bool { return c.SetNX(ctx, key, token, TTL).Val() }) < w.c.quorum {
 			return nil, errors.New("bench: ideal hand-off: the key is not free at the start")
@@ -606,6 +637,14 @@ func (w *idealWorker) Close() error {
 		if e := c.EvalSha(ctx, w.c.delSHA, keys, token).Err(); e != nil {
 			err = errors.Join(err, fmt.Errorf("bench: ideal worker %d clearing %q: %w", w.i, w.key, e))
 		}
+		if !w.c.queued {
+			continue
+		}
+		// The run is over (every worker closes at the end): entries a
+		// pass missed (registered after their turn came) go too.
+		if e := c.Del(ctx, idealQueue(w.key)).Err(); e != nil {
+			err = errors.Join(err, fmt.Errorf("bench: ideal worker %d clearing the queue of %q: %w", w.i, w.key, e))
+		}
 	}
 	return err
 }
@@ -619,7 +658,7 @@ type idealHeld struct {
 func (h idealHeld) Unlock(ctx context.Context) error {
 	w := h.w
 	next := h.turn + 1
-	keys := []string{w.key}
+	keys := []string{w.key, idealQueue(w.key)}
 	token, ch, px := strconv.Itoa(next), idealChannel(w.key, next%w.n), TTL.Milliseconds()
 	if w.c.each(func(c *redis.Client) bool {
 		return c.EvalSha(ctx, w.c.passSHA, keys, token, px, ch).Err() == nil

@@ -79,7 +79,7 @@ func (r results) ops(scenario string, n int, impl string) (float64, bool) {
 }
 
 func (r results) keys(scenario string) (ns []int, impls []string) {
-	order := []string{"redlock", "redlock-fair", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "ideal-handoff", "redsync", "redsync-1ms", "redislock"}
+	order := []string{"redlock", "redlock-fair", "redlock-rueidis", "redlock-rueidis-flushdelay", "raw", "ideal-handoff", "ideal-queued", "redsync", "redsync-1ms", "redislock"}
 	for k := range r {
 		if k.scenario != scenario {
 			continue
@@ -206,8 +206,13 @@ func handoffTable(w io.Writer, r results, scenario string) {
 
 // ideal is the bench contender that is no lock but the fastest hand-off
 // one round allows (round-robin, one SET+PUBLISH script per node, no
-// safety logic): what the machine allows.
-const ideal = "ideal-handoff"
+// safety logic): what the machine allows. idealQueued is the same with
+// one registration per node and waiting call (a ZADD): what the machine
+// allows a lock whose nodes learn who waits.
+const (
+	ideal       = "ideal-handoff"
+	idealQueued = "ideal-queued"
+)
 
 // idealTable puts, per hand-off scenario and N, the library's acq/s ÷
 // the limit of issue 14's target (1 / (hold + the library's Lock+Unlock
@@ -218,8 +223,9 @@ const ideal = "ideal-handoff"
 // library's uncontended Lock+Unlock p50, lu-p50-us) beside what one
 // hand-off took, the library's and the ideal's (the key held by nobody,
 // gap-p50-us), and the releasing worker's Unlock within it
-// (release-p50-us; the rest is the next holder's wake-up). Nothing is
-// printed when ideal-handoff did not run.
+// (release-p50-us; the rest is the next holder's wake-up); ideal-queued's
+// acq/s and its ratio to the library's limit sit beside ideal-handoff's.
+// Nothing is printed when ideal-handoff did not run.
 func idealTable(w io.Writer, r results) {
 	header := false
 	for _, h := range []struct{ scenario, what string }{{"Handoff", "one process"}, {"HandoffProcs", "8 processes"}} {
@@ -231,22 +237,24 @@ func idealTable(w io.Writer, r results) {
 			}
 			if !header {
 				fmt.Fprint(w, "\n### The physical limit of a hand-off: ideal-handoff beside the library, same run\n\n")
-				fmt.Fprintln(w, "| hand-off | N | limit acq/s (redlock's) | redlock acq/s | ÷ limit | ideal-handoff acq/s | ÷ limit | redlock ÷ ideal-handoff | ideal-handoff ÷ its own limit | Lock+Unlock p50 µs (redlock's) | gap p50 µs: redlock, ideal | release p50 µs: redlock, ideal |")
-				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+				fmt.Fprintln(w, "| hand-off | N | limit acq/s (redlock's) | redlock acq/s | ÷ limit | ideal-handoff acq/s | ÷ limit | redlock ÷ ideal-handoff | ideal-handoff ÷ its own limit | ideal-queued acq/s | ÷ limit | Lock+Unlock p50 µs (redlock's) | gap p50 µs: redlock, ideal | release p50 µs: redlock, ideal |")
+				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 				header = true
 			}
 			lim, limok := r.med(h.scenario, n, "redlock", "limit-acq/s")
 			ra, rok := r.med(h.scenario, n, "redlock", "acq/s")
 			il, ilok := r.med(h.scenario, n, ideal, "limit-acq/s")
+			qa, qok := r.med(h.scenario, n, idealQueued, "acq/s")
 			lu, luok := r.med(h.scenario, n, "redlock", "lu-p50-us")
 			both := func(metric string) string {
 				a, aok := r.med(h.scenario, n, "redlock", metric)
 				b, bok := r.med(h.scenario, n, ideal, metric)
 				return num(a, aok, "%.0f") + ", " + num(b, bok, "%.0f")
 			}
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n", h.what, n,
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", h.what, n,
 				num(lim, limok, "%.0f"), num(ra, rok, "%.0f"), ratio(ra, rok, lim, limok),
 				ia, ratio(ia, iok, lim, limok), ratio(ra, rok, ia, iok), ratio(ia, iok, il, ilok),
+				num(qa, qok, "%.0f"), ratio(qa, qok, lim, limok),
 				num(lu, luok, "%.0f"), both("gap-p50-us"), both("release-p50-us"))
 		}
 	}
