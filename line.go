@@ -14,9 +14,11 @@ import (
 // every node and a rollback that wakes everyone again. Waking one per
 // locker keeps the herd as small as the number of lockers waiting (usually
 // one per process: build one Locker and share it), and makes waiters of
-// one locker take turns in arrival order. With Transferrer nodes the
-// release is not even needed: Unlock hands the key to the first waiter
-// (handoff.go). The others still attempt when their backoff delays run
+// one locker take turns in arrival order: a call joins the line when it
+// begins to wait, before its subscription answers (watchReleases), so
+// that a later call subscribed sooner does not pass it. With Transferrer
+// nodes the release is not even needed: Unlock hands the key to the
+// first waiter (handoff.go). The others still attempt when their backoff delays run
 // out, so a slow first waiter delays them by at most their delay; except
 // while a lock that a waiter of their line took is valid and not
 // unlocked (heldUntil), when the nodes would only refuse them, and while
