@@ -365,15 +365,6 @@ func (ls *lines) join(key string, w *wakeup) {
 	w.line = l
 }
 
-// hears records that w, in line, is subscribed to the key's releases,
-// and gives it the slot t through which Unlock may hand it the key (nil:
-// none) (watchReleases).
-func (ls *lines) hears(w *wakeup, t *transferSlot) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	w.hearing, w.transfer = true, t
-}
-
 // first reports whether w is first in its line; a waiter that has left
 // its line is not.
 func (w *wakeup) first() bool {

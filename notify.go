@@ -357,5 +357,14 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 	return w, stop
 }
 
+// hears records that w, in line, is subscribed to the key's releases,
+// and gives it the slot t through which Unlock may hand it the key (nil:
+// none) (watchReleases).
+func (ls *lines) hears(w *wakeup, t *transferSlot) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	w.hearing, w.transfer = true, t
+}
+
 // errNoNotifier is the refusal of a node that cannot notify.
 var errNoNotifier = invalidf("node cannot notify")
