@@ -18,12 +18,12 @@ import (
 // begins to wait, before its subscription answers (watchReleases), so
 // that a later call subscribed sooner does not pass it. With Transferrer
 // nodes the release is not even needed: Unlock hands the key to the
-// first waiter (handoff.go). The others still attempt when their backoff delays run
-// out, so a slow first waiter delays them by at most their delay; except
-// while a lock that a waiter of their line took is valid and not
-// unlocked (heldUntil), when the nodes would only refuse them, and while
-// the first waiter takes a key this locker released (yield), when they
-// would only take it out of turn.
+// first waiter (handoff.go). The others still attempt when their backoff
+// delays run out, so a slow first waiter delays them by at most their
+// delay; except while a lock that a waiter of their line took is valid
+// and not unlocked (heldUntil), when the nodes would only refuse them,
+// and while the first waiter takes a key this locker released (yield),
+// when they would only take it out of turn.
 type line struct {
 	key     string
 	waiters []*wakeup
