@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -375,13 +376,55 @@ func TestSlowSubscriptionKeepsItsPlaceInLine(t *testing.T) {
 	require.NoError(t, got.l.Unlock(t.Context()))
 }
 
+// A waiter whose subscription fails leaves its line, and may have stood
+// first in it while a release went unheard: the next in line, which
+// heard the release but was not first, is woken. Here its only backoff
+// delay is an hour, so only that wake-up lets it take the key.
+func TestFailedSubscriptionPassesTheWakeUpOn(t *testing.T) {
+	_, bs := minis(t, 1)
+	slow := slowSubscriber{Backend: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{}),
+		fail: errors.New("subscription refused")}
+	rl, err := redlock.New([]redlock.Backend{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
+		redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+	require.NoError(t, err)
+	const key = "line:unsubscribed"
+	holder, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+
+	slow.hold.Store(true)
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan lockResult, 1)
+	go func() {
+		l, err := rl.Lock(ctx, key)
+		first <- lockResult{l, err}
+	}()
+	<-slow.entered // first in line, its subscription held back
+	slow.hold.Store(false)
+	second := waitFor(t, t.Context(), rl, key)
+	require.NoError(t, holder.Unlock(t.Context())) // heard by the second only
+	close(slow.open)                               // the first's subscription fails
+
+	var got lockResult
+	select {
+	case got = <-second:
+	case <-time.After(testwait.Watchdog):
+		t.Fatal("the waiter behind the one that left was not woken")
+	}
+	require.NoError(t, got.err)
+	require.NoError(t, got.l.Unlock(t.Context()))
+	cancel()
+	assert.ErrorIs(t, (<-first).err, context.Canceled)
+}
+
 // slowSubscriber holds back each subscription made while hold is set
-// until open is closed, and tells entered when one is held back.
+// until open is closed, and tells entered when one is held back; a held
+// subscription then fails with fail, if set.
 type slowSubscriber struct {
 	redlock.Backend
 	hold    *atomic.Bool
 	entered chan struct{}
 	open    chan struct{}
+	fail    error
 }
 
 func (n slowSubscriber) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
@@ -391,6 +434,9 @@ func (n slowSubscriber) Notify(ctx context.Context, key string, released func(st
 		case <-n.open:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+		if n.fail != nil {
+			return nil, n.fail
 		}
 	}
 	return n.Backend.(redlock.Notifier).Notify(ctx, key, released)
