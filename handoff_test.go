@@ -40,13 +40,20 @@ func transferNodes(t *testing.T, n int, opts ...redlock.Option) (*redlock.Redloc
 // waitFor starts a Lock of key on rl and returns once it stands in line.
 func waitFor(t *testing.T, ctx context.Context, rl *redlock.Redlock, key string) <-chan lockResult {
 	t.Helper()
-	ch := make(chan lockResult, 1)
 	before := redlock.InLine(rl, key)
+	ch := startLock(ctx, rl, key)
+	testwait.Until(t, "the waiter stands in line", func() bool { return redlock.InLine(rl, key) > before })
+	return ch
+}
+
+// startLock starts a Lock of key on rl and returns where its result
+// arrives.
+func startLock(ctx context.Context, rl *redlock.Redlock, key string) <-chan lockResult {
+	ch := make(chan lockResult, 1)
 	go func() {
 		l, err := rl.Lock(ctx, key)
 		ch <- lockResult{l, err}
 	}()
-	testwait.Until(t, "the waiter stands in line", func() bool { return redlock.InLine(rl, key) > before })
 	return ch
 }
 
@@ -339,23 +346,9 @@ func TestReleaseKeepsTheLineInOrder(t *testing.T) {
 // the line once subscribed, and under load a later call passed an
 // earlier one (TestReleaseKeepsTheLineInOrder, about one run in 60).
 func TestSlowSubscriptionKeepsItsPlaceInLine(t *testing.T) {
-	_, bs := minis(t, 1)
-	slow := slowSubscriber{Backend: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{})}
-	rl, err := redlock.New([]redlock.Backend{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
-		redlock.WithStrategy(redlock.Retry(5, time.Second)))
-	require.NoError(t, err)
 	const key = "line:slow"
-	holder, err := rl.Lock(t.Context(), key)
-	require.NoError(t, err)
-
-	slow.hold.Store(true)
-	first := make(chan lockResult, 1)
-	go func() {
-		l, err := rl.Lock(t.Context(), key)
-		first <- lockResult{l, err}
-	}()
-	<-slow.entered // subscribing, held back
-	slow.hold.Store(false)
+	rl, slow, holder := heldBehindSlowSubscriptions(t, key, nil, redlock.Retry(5, time.Second))
+	first := slow.startHeldBack(t.Context(), rl, key)
 	assert.Equal(t, 1, redlock.Joined(rl, key), "in line while it subscribes")
 	assert.Zero(t, redlock.InLine(rl, key), "not yet hearing releases")
 	second := waitFor(t, t.Context(), rl, key)
@@ -381,25 +374,10 @@ func TestSlowSubscriptionKeepsItsPlaceInLine(t *testing.T) {
 // heard the release but was not first, is woken. Here its only backoff
 // delay is an hour, so only that wake-up lets it take the key.
 func TestFailedSubscriptionPassesTheWakeUpOn(t *testing.T) {
-	_, bs := minis(t, 1)
-	slow := slowSubscriber{Backend: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{}),
-		fail: errors.New("subscription refused")}
-	rl, err := redlock.New([]redlock.Backend{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
-		redlock.WithStrategy(redlock.Retry(1, time.Hour)))
-	require.NoError(t, err)
 	const key = "line:unsubscribed"
-	holder, err := rl.Lock(t.Context(), key)
-	require.NoError(t, err)
-
-	slow.hold.Store(true)
+	rl, slow, holder := heldBehindSlowSubscriptions(t, key, errors.New("subscription refused"), redlock.Retry(1, time.Hour))
 	ctx, cancel := context.WithCancel(t.Context())
-	first := make(chan lockResult, 1)
-	go func() {
-		l, err := rl.Lock(ctx, key)
-		first <- lockResult{l, err}
-	}()
-	<-slow.entered // first in line, its subscription held back
-	slow.hold.Store(false)
+	first := slow.startHeldBack(ctx, rl, key) // first in line
 	second := waitFor(t, t.Context(), rl, key)
 	require.NoError(t, holder.Unlock(t.Context())) // heard by the second only
 	close(slow.open)                               // the first's subscription fails
@@ -414,6 +392,32 @@ func TestFailedSubscriptionPassesTheWakeUpOn(t *testing.T) {
 	require.NoError(t, got.l.Unlock(t.Context()))
 	cancel()
 	assert.ErrorIs(t, (<-first).err, context.Canceled)
+}
+
+// heldBehindSlowSubscriptions returns a locker over one node, with
+// strategy, whose subscriptions slow can hold back (failing with fail,
+// if set), and a lock of key it holds. Its TTL and node timeout leave the
+// test all the time it needs while a subscription is held back.
+func heldBehindSlowSubscriptions(t *testing.T, key string, fail error, strategy redlock.Strategy) (*redlock.Redlock, slowSubscriber, *redlock.Lock) {
+	t.Helper()
+	_, bs := minis(t, 1)
+	slow := slowSubscriber{Backend: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{}), fail: fail}
+	rl, err := redlock.New([]redlock.Backend{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
+		redlock.WithStrategy(strategy))
+	require.NoError(t, err)
+	holder, err := rl.Lock(t.Context(), key)
+	require.NoError(t, err)
+	return rl, slow, holder
+}
+
+// startHeldBack starts a Lock of key on rl and returns once its
+// subscription is held back (until open is closed); later ones are not.
+func (n slowSubscriber) startHeldBack(ctx context.Context, rl *redlock.Redlock, key string) <-chan lockResult {
+	n.hold.Store(true)
+	ch := startLock(ctx, rl, key)
+	<-n.entered
+	n.hold.Store(false)
+	return ch
 }
 
 // slowSubscriber holds back each subscription made while hold is set
