@@ -399,6 +399,18 @@ func (t target) verdict() string {
 	return "MISSED"
 }
 
+// measured formats the target's value to two decimals, or to as many as
+// it takes (up to six) to tell it from the bound when two would print the
+// bound itself: 0.8978 against 0.90 reads 0.898, not a MISSED 0.90.
+func (t target) measured() string {
+	for prec := 2; ; prec++ {
+		s := strconv.FormatFloat(t.value, 'f', prec, 64)
+		if t.value == t.bound || prec == 6 || s != strconv.FormatFloat(t.bound, 'f', prec, 64) {
+			return s
+		}
+	}
+}
+
 // peers are the other libraries a scenario's best peer is taken from.
 var peers = []string{"redsync", "redislock"}
 
@@ -567,7 +579,7 @@ func targetTable(w io.Writer, r results) {
 		}
 		val := "–"
 		if t.ok {
-			val = fmt.Sprintf("%.2f", t.value)
+			val = t.measured()
 		}
 		from := t.figures
 		if from == "" {

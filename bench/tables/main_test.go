@@ -197,3 +197,26 @@ BenchmarkLockUnlock/N=1/impl=redlock-rueidis-2   1000  100000 ns/op  70 p50-us  
 		"| 1 | 1 | rueidis | 10000 | 1.25 | 1.00 – 1.50 | 3 | 70 | 250 | 29 |",
 	)
 }
+
+// A value that misses its bound by less than the last printed decimal
+// shows the decimal that tells them apart, so a MISSED never reads as
+// its own bound.
+func TestMeasuredTellsTheValueFromTheBound(t *testing.T) {
+	for _, c := range []struct {
+		value, bound float64
+		want         string
+	}{
+		{0.8978, 0.9, "0.898"},
+		{0.9001, 0.9, "0.9001"},
+		{0.90004, 0.9, "0.90004"},
+		{0.9, 0.9, "0.90"},
+		{0.8949, 0.9, "0.89"},
+		{1.31, 1, "1.31"},
+		{0.999, 1, "0.999"},
+	} {
+		tg := target{value: c.value, bound: c.bound, ok: true, atLeast: true}
+		if got := tg.measured(); got != c.want {
+			t.Errorf("measured(%v against %v) = %q; want %q", c.value, c.bound, got, c.want)
+		}
+	}
+}
