@@ -91,7 +91,7 @@ type wakeup struct {
 	granted   []bool // the node announced a grant of grantTok
 	trusted   []bool // the node refused grantTok's attempt: a grant of it came after that attempt ran there
 
-	transfer *transferSlot // set, under lines.mu, once subscribed when Unlock may hand the key over (handoff.go); nil otherwise
+	transfer *transferSlot // when Unlock may hand the key over (handoff.go), else nil; set under lines.mu once subscribed (lines.hears), or before the waiter joins a line again (semaphore's rewatch)
 }
 
 func newWakeup(nodes int, ls *lines) *wakeup {
