@@ -57,11 +57,7 @@ func queueLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Re
 func queued(t *testing.T, ctx context.Context, rl *redlock.Redlock, ns []*fakenode.Node, key string) <-chan lockResult {
 	t.Helper()
 	before := answered(ns, fakenode.AcquireFair)
-	ch := make(chan lockResult, 1)
-	go func() {
-		l, err := rl.Lock(ctx, key)
-		ch <- lockResult{l, err}
-	}()
+	ch := startLock(ctx, rl, key)
 	// Answered, not only sent: an attempt still on its way could reach a
 	// node after the holder's release there, and take the key.
 	testwait.Until(t, "the waiter is queued on every node", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
@@ -184,11 +180,7 @@ func TestDefaultCallAfterOtherLockersContentionQueuesAtOnce(t *testing.T) {
 	held, err := rls[1].Lock(t.Context(), key) // takes the record: queues at once, finds the key free
 	require.NoError(t, err)
 	assert.False(t, redlock.Contended(rls[1], key), "taken by that call, which did not wait")
-	ch := make(chan lockResult, 1)
-	go func() {
-		l, err := rls[1].Lock(t.Context(), key)
-		ch <- lockResult{l, err}
-	}()
+	ch := startLock(t.Context(), rls[1], key)
 	testwait.Until(t, "the second call waits in line", func() bool { return redlock.Waiting(rls[1], key) })
 	require.NoError(t, held.Unlock(t.Context()))
 	r := testwait.Next(t, ch)
@@ -305,11 +297,7 @@ func TestFairLateAttemptLeavesAClaimedGrant(t *testing.T) {
 		}()
 		return fakenode.Result{Err: fakenode.ErrInjected}
 	})
-	ch := make(chan lockResult, 1)
-	go func() {
-		l, err := rls[1].Lock(t.Context(), key)
-		ch <- lockResult{l, err}
-	}()
+	ch := startLock(t.Context(), rls[1], key)
 	// The first attempt (lost on node 0), then the one after subscribing,
 	// which must have run on every node before the release: a release
 	// that reached node 0 first would leave it free for that attempt,
@@ -448,14 +436,7 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 	const key = "fair:heldhere"
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	lock := func(opts ...redlock.Option) <-chan lockResult {
-		ch := make(chan lockResult, 1)
-		go func() {
-			l, err := mixed.Lock(ctx, key, opts...)
-			ch <- lockResult{l, err}
-		}()
-		return ch
-	}
+	lock := func(opts ...redlock.Option) <-chan lockResult { return startLock(ctx, mixed, key, opts...) }
 	held, err := rls[0].Lock(t.Context(), key)
 	require.NoError(t, err)
 	before := answered(ns, fakenode.AcquireFair)
@@ -541,11 +522,7 @@ func waiterBehind(t *testing.T, key string) (<-chan lockResult, []*fakenode.Node
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a call never granted fails instead of hanging
 	t.Cleanup(cancel)
-	ch := make(chan lockResult, 1)
-	go func() {
-		l, err := rls[0].Lock(ctx, key)
-		ch <- lockResult{l, err}
-	}()
+	ch := startLock(ctx, rls[0], key)
 	ns := fakes[0]
 	testwait.Until(t, "two attempts, and the first delay", func() bool {
 		return answered(ns, fakenode.AcquireFair) == 2*len(ns) && len(clock.Delays()) == 1

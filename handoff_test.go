@@ -46,12 +46,12 @@ func waitFor(t *testing.T, ctx context.Context, rl *redlock.Redlock, key string)
 	return ch
 }
 
-// startLock starts a Lock of key on rl and returns where its result
-// arrives.
-func startLock(ctx context.Context, rl *redlock.Redlock, key string) <-chan lockResult {
+// startLock starts a Lock of key on rl, with opts, and returns where its
+// result arrives.
+func startLock(ctx context.Context, rl *redlock.Redlock, key string, opts ...redlock.Option) <-chan lockResult {
 	ch := make(chan lockResult, 1)
 	go func() {
-		l, err := rl.Lock(ctx, key)
+		l, err := rl.Lock(ctx, key, opts...)
 		ch <- lockResult{l, err}
 	}()
 	return ch
@@ -194,11 +194,7 @@ func TestTransferDefersToQueuedCalls(t *testing.T) {
 	require.NoError(t, err)
 	local := waitFor(t, t.Context(), a, key)
 	before := answered(fakes[1], fakenode.AcquireFair)
-	remote := make(chan lockResult, 1)
-	go func() {
-		l, err := b.Lock(t.Context(), key, redlock.WithFairness())
-		remote <- lockResult{l, err}
-	}()
+	remote := startLock(t.Context(), b, key, redlock.WithFairness())
 	testwait.Until(t, "the other locker's call is queued", func() bool { return answered(fakes[1], fakenode.AcquireFair) >= before+3 })
 
 	require.NoError(t, held.Unlock(t.Context()))

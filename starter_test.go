@@ -165,11 +165,7 @@ func TestTransferRoundOverTransferStartersStartsEveryNodeFirst(t *testing.T) {
 	defer cancel()
 	l, err := tryLock(ctx, rl, "k")
 	require.NoError(t, err)
-	got := make(chan lockResult, 1)
-	go func() {
-		l, err := rl.Lock(ctx, "k")
-		got <- lockResult{l, err}
-	}()
+	got := startLock(ctx, rl, "k")
 	// Its first attempt, and the one once subscribed and in line: six
 	// journal entries each.
 	testwait.Until(t, "the waiter's two attempts", func() bool {
