@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -88,8 +89,29 @@ func (s scope) one(ctx context.Context, op string, refused error, call nodeCall,
 	if s.cfg.observer != nil {
 		start = s.cfg.clock.Now()
 	}
-	ok, err := call(ctx, i, s.nodes[i])
+	ok, err := guarded(ctx, call, i, s.nodes[i])
 	s.record(ctx, op, refused, errs, i, start, ok, err)
+}
+
+// guarded makes node i's call, turning a panic in the adapter or its
+// client library (a node that answers garbage: a bulk length of 2^63-1
+// makes go-redis panic) into the node's error. A round fans out to
+// goroutines no caller can recover, so one bad node would otherwise take
+// the process down, where the quorum rule already tolerates it.
+func guarded(ctx context.Context, call nodeCall, i int, b Backend) (ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok, err = false, &nodePanic{value: p}
+		}
+	}()
+	return call(ctx, i, b)
+}
+
+// nodePanic is the error of a node call that panicked.
+type nodePanic struct{ value any }
+
+func (e *nodePanic) Error() string {
+	return fmt.Sprintf("redlock: node call panicked (a bad reply, or a bug in the adapter): %v", e.value)
 }
 
 // record records node i's answer in errs, reporting an error that says
@@ -179,17 +201,21 @@ func (s scope) fanOutStarted(ctx context.Context, op string, refused error, call
 		if observed {
 			d.start = s.cfg.clock.Now()
 		}
-		d.ok, d.err = call(ctx, i, d)
+		d.ok, d.err = guarded(ctx, call, i, d)
 	}
 	for i := range st {
 		d := &st[i]
-		switch {
-		case d.p != nil && finishes:
-			d.ok, d.err = rf.finishRelease(s, i, d.p)
-		case d.p != nil:
-			d.ok, d.err = d.p.Finish()
-		case d.fp != nil: // split allows it for an aheadCounter only
-			d.ok, d.err = s.what.(aheadCounter).counted(d.fp.FinishFair())
+		if d.p != nil || d.fp != nil {
+			d.ok, d.err = guarded(ctx, func(context.Context, int, Backend) (bool, error) {
+				switch {
+				case d.p != nil && finishes:
+					return rf.finishRelease(s, i, d.p)
+				case d.p != nil:
+					return d.p.Finish()
+				default: // split allows it for an aheadCounter only
+					return s.what.(aheadCounter).counted(d.fp.FinishFair())
+				}
+			}, i, d.Backend)
 		}
 		s.record(ctx, op, refused, errs, i, d.start, d.ok, d.err)
 	}
