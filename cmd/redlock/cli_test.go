@@ -162,6 +162,50 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 }
 
+// A bad master URL is blamed on where it came from: --addrs when given,
+// LOCK_DISTRIBUTED_NODES only when the URL came from there; never with
+// its password.
+func TestBadAddrsNamesItsSource(t *testing.T) {
+	bin := buildRedlock(t)
+	const pw = "pa55w0rd"
+	bad := []string{
+		"redis://:" + pw + "@127.0.0.1:6379/db", // a bad database
+		"redis://:" + pw + "@127.0.0.1:99999x",  // a bad port
+		"redis://:pa55/w0rd@127.0.0.1:6379",     // an unescaped '/' in the password
+		"127.0.0.1:6379,redis://:" + pw + "@[::1",
+		"redis://:pa55,w0rd@127.0.0.1:6379", // a ',' in the password cuts the URL
+	}
+	tails := map[string][]string{
+		"run":     {"--key", "k", "--", "true"},
+		"elect":   {"--name", "n", "--", "true"},
+		"inspect": {"--key", "k"},
+		"release": {"--key", "k", "--force"},
+	}
+	check := func(r result, what, names, notNames string) {
+		t.Helper()
+		assert.Equal(t, exitUsage, r.status, "%s: %s", what, r.stderr)
+		assert.Contains(t, r.stderr, ": "+names+": ", what)
+		assert.NotContains(t, r.stderr, notNames, what)
+		for _, piece := range []string{"pa55", "w0rd"} {
+			assert.NotContains(t, r.stderr, piece, what)
+		}
+	}
+	for cmd, tail := range tails {
+		for _, addrs := range bad {
+			what := cmd + " --addrs " + addrs
+			r := redlockCmd(t, bin, nil, append([]string{cmd, "--addrs", addrs}, tail...)...)
+			check(r, what, "--addrs", "LOCK_DISTRIBUTED_NODES")
+			// A good LOCK_DISTRIBUTED_NODES does not change whom --addrs blames.
+			r = redlockCmd(t, bin, []string{"LOCK_DISTRIBUTED_NODES=redis://127.0.0.1:6379"}, append([]string{cmd, "--addrs", addrs}, tail...)...)
+			check(r, what+" (variable set)", "--addrs", "LOCK_DISTRIBUTED_NODES")
+
+			what = "LOCK_DISTRIBUTED_NODES=" + addrs + " " + cmd
+			r = redlockCmd(t, bin, []string{"LOCK_DISTRIBUTED_NODES=" + addrs}, append([]string{cmd}, tail...)...)
+			check(r, what, "LOCK_DISTRIBUTED_NODES", "--addrs")
+		}
+	}
+}
+
 // The exit statuses are one constant block, each of them a row of the
 // table that every help prints.
 func TestExitStatusTable(t *testing.T) {

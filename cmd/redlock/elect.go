@@ -95,14 +95,14 @@ func electWith(parent context.Context, args []string, std stdio, lookup func(str
 		return status
 	}
 	usage := func(err error) int { return f.usage("%v", err) }
-	nodes, err := runNodes(f.addrs, lookup)
+	nodes, from, err := runNodes(f.addrs, lookup)
 	if err != nil {
 		return usage(err)
 	}
 	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: f.ttl, Nodes: nodes}
 	locker, closer, err := cfg.Open()
 	if err != nil {
-		return usage(err)
+		return usage(nodesError(from, err))
 	}
 	defer closer.Close()
 	e, err := redlock.NewElection(locker, f.name, redlock.WithTTL(f.ttl))

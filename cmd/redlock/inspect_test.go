@@ -378,7 +378,7 @@ func TestInspectUsage(t *testing.T) {
 		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "--timeout", "0s"}, `--timeout "0s": want a duration above 0, such as 10s or 1m30s`},
 		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--key", "k"}, "no masters: give --addrs or set LOCK_DISTRIBUTED_NODES"},
-		{[]string{"--addrs", "127.0.0.1:1,127.0.0.1:1", "--key", "k"}, "master 127.0.0.1:1 is given twice"},
+		{[]string{"--addrs", "127.0.0.1:1,127.0.0.1:1", "--key", "k"}, "--addrs: master 127.0.0.1:1 is given twice"},
 		{[]string{"--addrs", "redis://:" + secret + "@127.0.0.1:1", "--key", "k"}, "redis://xxxxx@127.0.0.1:1"},
 		{[]string{"--bogus"}, "unknown flag --bogus"},
 	}

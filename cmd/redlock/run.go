@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
+	"github.com/quorumlock/redlock/internal/redact"
 )
 
 const runUsage = `usage: redlock run --key K [--key K2 ...] [--permits P | --read] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
@@ -78,7 +80,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	case len(argv) == 0:
 		return usage("no command given (put it after --)")
 	}
-	nodes, err := runNodes(addrs, lookup)
+	nodes, from, err := runNodes(addrs, lookup)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -90,7 +92,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: ttl, Retries: 0, RetryDelay: 0, Nodes: nodes}
 	locker, closer, err := cfg.Open(redlock.WithStrategy(strategy))
 	if err != nil {
-		return usage("%v", err)
+		return usage("%v", nodesError(from, err))
 	}
 	defer closer.Close()
 	do, what, err := holder(locker, keys, permits, read)
@@ -269,12 +271,15 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 }
 
 // runNodes returns the masters as redis URLs, from --addrs or else from
-// LOCK_DISTRIBUTED_NODES.
-func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error) {
+// LOCK_DISTRIBUTED_NODES, each checked as envconfig checks that variable,
+// and where they came from: "--addrs" or the variable's name. An error
+// names where the bad URL came from, and never shows a password.
+func runNodes(addrs string, lookup func(string) (string, bool)) (urls []string, from string, err error) {
+	from = "--addrs"
 	if addrs == "" {
 		addrs, _ = lookup(envconfig.VarNodes)
+		from = envconfig.VarNodes
 	}
-	var urls []string
 	for a := range strings.SplitSeq(addrs, ",") {
 		a = strings.TrimSpace(a)
 		if a == "" {
@@ -286,9 +291,31 @@ func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error
 		urls = append(urls, a)
 	}
 	if len(urls) == 0 {
-		return nil, fmt.Errorf("no masters: give --addrs or set %s", envconfig.VarNodes)
+		return nil, from, fmt.Errorf("no masters: give --addrs or set %s", envconfig.VarNodes)
 	}
-	return urls, nil
+	withUserInfo := slices.ContainsFunc(urls, func(u string) bool { return strings.Contains(u, "@") })
+	for i, u := range urls {
+		if _, err := envconfig.ParseNode(u); err != nil {
+			if withUserInfo && !strings.Contains(u, "@") {
+				// u may be the head of a password cut at a ',', with
+				// nothing to mask it.
+				return nil, from, fmt.Errorf("%s: URL %d of %d is malformed (not shown: it may hold part of a password; write a ',' in a password as %%2C)", from, i+1, len(urls))
+			}
+			return nil, from, nodesError(from, err)
+		}
+	}
+	return urls, from, nil
+}
+
+// nodesError is err, an error of envconfig, worded for the command line:
+// an error about LOCK_DISTRIBUTED_NODES names from (where the URLs came
+// from, see runNodes) instead of the variable. User info is masked.
+func nodesError(from string, err error) error {
+	var e *envconfig.Error
+	if errors.As(err, &e) && e.Var == envconfig.VarNodes {
+		return fmt.Errorf("%s: %s", from, redact.URLs(e.Err.Error()))
+	}
+	return errors.New(redact.URLs(err.Error()))
 }
 
 // waitUntil retries every interval until a deadline: --wait bounds the
