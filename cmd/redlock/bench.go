@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -46,8 +45,6 @@ bench/ module of the source tree (the library does not depend on its
 competitors): --peers runs go test there, so it needs a checkout and the go
 command. Its output is go test's, which bench/tables (in that module) turns
 into BENCHMARKS.md's tables: go run ./tables output.txt.
-
-flags:
 `
 
 // benchConfig is one row of the comparison: a locker kind over n masters.
@@ -69,43 +66,41 @@ type benchResult struct {
 func (r benchResult) opsPerSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
 func bench(args []string) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
-	addrs := fs.String("addrs", "", "comma-separated host:port of your own Redis masters (default: start local ones)")
-	nodes := fs.String("nodes", "1,3,5,7", "comma-separated master counts N to measure Redlock with")
-	dur := fs.Duration("duration", time.Second, "how long each configuration runs")
-	conc := fs.Int("concurrency", 1, "goroutines locking, each on its own key")
-	out := fs.String("out", "", "write a PNG chart of p50 and p99 latency against N to this file")
-	peers := fs.Bool("peers", false, "also run the scenarios against redsync, redislock and the raw floor (needs the source tree and go)")
-	benchDir := fs.String("bench-dir", "", "the bench/ module for --peers (default: found above the working directory)")
-	peerScen := fs.String("peers-scenarios", defaultPeerScenarios(), "comma-separated scenarios of the bench module for --peers")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fs := newFlags("bench", benchUsage, os.Stdout, os.Stderr)
+	var (
+		addrs, nodes, out, benchDir, peerScen string
+		dur                                   time.Duration
+		conc                                  int
+		peers                                 bool
+	)
+	fs.StringVar(&addrs, "addrs", "", "comma-separated host:port of your own Redis masters (default: start local ones)")
+	fs.StringVar(&nodes, "nodes", "1,3,5,7", "comma-separated master counts N to measure Redlock with")
+	fs.Duration(&dur, "duration", time.Second, true, "how long each configuration runs")
+	fs.Int(&conc, "concurrency", 1, 1, 4, "goroutines locking, each on its own key")
+	fs.StringVar(&out, "out", "", "write a PNG chart of p50 and p99 latency against N to this file")
+	fs.Bool(&peers, "peers", "also run the scenarios against redsync, redislock and the raw floor (needs the source tree and go)")
+	fs.StringVar(&benchDir, "bench-dir", "", "the bench/ module for --peers (default: found above the working directory)")
+	fs.StringVar(&peerScen, "peers-scenarios", defaultPeerScenarios(), "comma-separated scenarios of the bench module for --peers")
+	if status, ok := fs.parse(args); !ok {
+		return status
 	}
-	ns, err := parseCounts(*nodes)
-	if err == nil && *dur <= 0 {
-		err = fmt.Errorf("--duration %v is not positive", *dur)
+	if fs.NArg() > 0 {
+		return fs.usage("unexpected argument %q", fs.Arg(0))
 	}
-	if err == nil && *conc < 1 {
-		err = fmt.Errorf("--concurrency %d is below 1", *conc)
-	}
+	ns, err := parseCounts(nodes)
 	var scenarios []string
-	if err == nil && *peers {
-		scenarios, err = parseScenarios(*peerScen)
+	if err == nil && peers {
+		scenarios, err = parseScenarios(peerScen)
 	}
 	var user []string
-	if err == nil && *addrs != "" {
-		user, err = parseAddrs(*addrs)
+	if err == nil && addrs != "" {
+		user, err = parseAddrs(addrs)
 		if err == nil && slices.Max(ns) > len(user) {
 			err = fmt.Errorf("--nodes asks for %d masters but --addrs gives %d", slices.Max(ns), len(user))
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 2
+		return fs.usage("%v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -115,19 +110,19 @@ func bench(args []string) int {
 	if user == nil {
 		srv, err := startServers(ctx, slices.Max(ns))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
+			fmt.Fprintln(os.Stderr, "redlock bench:", err)
+			return exitFailure
 		}
 		defer func() {
 			if err := srv.stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: stopping the local servers:", err)
+				fmt.Fprintln(os.Stderr, "redlock bench: stopping the local servers:", err)
 			}
 		}()
 		user = srv.addrs
 		kind = "local redis-server processes"
 		if !srv.real {
 			kind = "in-process miniredis"
-			fmt.Fprintln(os.Stderr, "bench: warning: redis-server is not on PATH; using in-process miniredis nodes, whose figures are not representative of a real server (apt-get install redis-server, or pass --addrs)")
+			fmt.Fprintln(os.Stderr, "redlock bench: warning: redis-server is not on PATH; using in-process miniredis nodes, whose figures are not representative of a real server (apt-get install redis-server, or pass --addrs)")
 		}
 	}
 	clients := make([]*redis.Client, len(user))
@@ -141,44 +136,44 @@ func bench(args []string) int {
 		configs = append(configs, benchConfig{"redlock", n})
 	}
 	fmt.Printf("Lock+Unlock of a free key, %d goroutine(s), %v per configuration, %s, GOMAXPROCS %d\n",
-		*conc, *dur, kind, runtime.GOMAXPROCS(0))
-	bar := newProgress(os.Stderr, len(configs), *dur)
+		conc, dur, kind, runtime.GOMAXPROCS(0))
+	bar := newProgress(os.Stderr, len(configs), dur)
 	var results []benchResult
 	for i, cfg := range configs {
 		bar.begin(i, fmt.Sprintf("%s N=%d", cfg.impl, cfg.n))
-		res, err := measure(ctx, cfg, clients[:cfg.n], *dur, *conc)
+		res, err := measure(ctx, cfg, clients[:cfg.n], dur, conc)
 		if err != nil {
 			bar.done()
-			fmt.Fprintf(os.Stderr, "bench: %s N=%d: %v\n", cfg.impl, cfg.n, err)
+			fmt.Fprintf(os.Stderr, "redlock bench: %s N=%d: %v\n", cfg.impl, cfg.n, err)
 			if ctx.Err() != nil {
-				return 130
+				return exitInterrupted
 			}
-			return 1
+			return exitFailure
 		}
 		results = append(results, res)
 	}
 	bar.done()
 	printTable(os.Stdout, results)
 
-	if *out != "" {
-		if err := writeChart(*out, results); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
+	if out != "" {
+		if err := writeChart(out, results); err != nil {
+			fmt.Fprintln(os.Stderr, "redlock bench:", err)
+			return exitFailure
 		}
-		fmt.Printf("chart written to %s\n", *out)
+		fmt.Printf("chart written to %s\n", out)
 	}
-	if *peers {
-		err := runPeers(ctx, peersRun{dir: *benchDir, scenarios: scenarios, ns: ns, benchtime: *dur,
-			addrs: user, out: *out, stdout: os.Stdout})
+	if peers {
+		err := runPeers(ctx, peersRun{dir: benchDir, scenarios: scenarios, ns: ns, benchtime: dur,
+			addrs: user, out: out, stdout: os.Stdout})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: --peers:", err)
+			fmt.Fprintln(os.Stderr, "redlock bench: --peers:", err)
 			if ctx.Err() != nil {
-				return 130
+				return exitInterrupted
 			}
-			return 1
+			return exitFailure
 		}
 	}
-	return 0
+	return exitOK
 }
 
 func parseCounts(s string) ([]int, error) {
@@ -186,7 +181,7 @@ func parseCounts(s string) ([]int, error) {
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--nodes: %q is not a positive count", f)
+			return nil, fmt.Errorf("--nodes %q: want counts of 1 or more, such as 1,3,5", s)
 		}
 		if !slices.Contains(ns, n) {
 			ns = append(ns, n)
@@ -206,12 +201,12 @@ func parseScenarios(s string) ([]string, error) {
 			continue
 		}
 		if !benchName.MatchString(f) {
-			return nil, fmt.Errorf("--peers-scenarios: %q is not a benchmark name", f)
+			return nil, fmt.Errorf("--peers-scenarios %q: want benchmark names such as %s", s, defaultPeerScenarios())
 		}
 		out = append(out, f)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("--peers-scenarios is empty")
+		return nil, fmt.Errorf("--peers-scenarios is empty: want benchmark names such as %s", defaultPeerScenarios())
 	}
 	return out, nil
 }
@@ -228,12 +223,12 @@ func parseAddrs(s string) ([]string, error) {
 		// A URL, or user info, is refused; its text is masked, since it may
 		// hold a password.
 		if _, _, err := net.SplitHostPort(a); err != nil || strings.ContainsAny(a, "/@") {
-			return nil, fmt.Errorf("--addrs: %q is not host:port", redact.URLs(a))
+			return nil, fmt.Errorf("--addrs %q: want host:port, such as 127.0.0.1:6379", redact.URLs(a))
 		}
 		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("--addrs is empty")
+		return nil, errors.New("--addrs is empty: want host:port, such as 127.0.0.1:6379")
 	}
 	return out, nil
 }

@@ -31,7 +31,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"--addrs", "127.0.0.1:1", "--nodes", "1,3"}, // more masters asked than given
 		{"--no-such-flag"},
 	} {
-		assert.Equal(t, 2, bench(args), "bench %v", args)
+		assert.Equal(t, exitUsage, bench(args), "bench %v", args)
 	}
 }
 
@@ -141,7 +141,7 @@ func TestRunPeersNeedsTheBenchModule(t *testing.T) {
 
 func TestBenchRejectsBadPeerScenarios(t *testing.T) {
 	for _, v := range []string{"", " , ", "Lock|Unlock", "lockUnlock", "Lock/N=1"} {
-		assert.Equal(t, 2, bench([]string{"--peers", "--peers-scenarios", v}), "--peers-scenarios %q", v)
+		assert.Equal(t, exitUsage, bench([]string{"--peers", "--peers-scenarios", v}), "--peers-scenarios %q", v)
 	}
 }
 

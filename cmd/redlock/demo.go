@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"sync"
@@ -16,30 +15,52 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+const demoUsage = `usage: redlock demo [--addrs host:port,...]
+
+Plays a scenario: three workers update supplier abc under its lock, taking
+turns, while a fourth updates supplier xyz beside them; then two of the
+five masters stop and the workers go on; a third stops, and Lock reports
+that no quorum can be reached; the masters restart and the workers go on
+again. It prints each acquisition and a summary, and counts violations:
+two workers inside one record at once.
+
+Masters: five in-process miniredis nodes, or your servers with --addrs
+(host:port only; the stops are then simulated, the servers keep running).
+`
+
 // demo plays the seed's scenario: workers updating supplier "abc" take turns,
 // a worker on "xyz" runs beside them; then masters fail one by one.
 func demo(args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	addrs := fs.String("addrs", "", "comma-separated host:port of real Redis masters (default: five in-process nodes)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlags("demo", demoUsage, os.Stdout, os.Stderr)
+	var addrs string
+	fs.StringVar(&addrs, "addrs", "", "comma-separated host:port of real Redis masters (default: five in-process nodes)")
+	if status, ok := fs.parse(args); !ok {
+		return status
 	}
-	cl, err := newDemoCluster(*addrs)
+	if fs.NArg() > 0 {
+		return fs.usage("unexpected argument %q", fs.Arg(0))
+	}
+	if addrs != "" {
+		if _, err := parseAddrs(addrs); err != nil {
+			return fs.usage("%v", err)
+		}
+	}
+	cl, err := newDemoCluster(addrs)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
+		fmt.Fprintln(os.Stderr, "redlock demo:", err)
+		return exitFailure
 	}
 	defer cl.close()
 	nodes, err := cl.backends()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
+		fmt.Fprintln(os.Stderr, "redlock demo:", err)
+		return exitFailure
 	}
 	locker, err := redlock.New(nodes, redlock.WithTTL(2*time.Second),
 		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithStrategy(redlock.Retry(6, 20*time.Millisecond)))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
+		fmt.Fprintln(os.Stderr, "redlock demo:", err)
+		return exitFailure
 	}
 	fmt.Printf("%d masters (%s), quorum %d\n", len(cl.nodes), cl.kind, len(cl.nodes)/2+1)
 
@@ -63,8 +84,8 @@ func demo(args []string) int {
 	fmt.Println("\n4. masters restarted")
 	for i := range 3 {
 		if err := cl.start(i); err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-			return 1
+			fmt.Fprintln(os.Stderr, "redlock demo:", err)
+			return exitFailure
 		}
 	}
 	st.workers(locker, map[string]int{"supplier:abc": 2, "supplier:xyz": 1})
@@ -72,9 +93,9 @@ func demo(args []string) int {
 	fmt.Printf("\nsummary: %d acquisitions, %d conflicts (attempts that found the record busy and waited), %d gave up, %d violations\n",
 		st.acquired.Load(), st.conflicts.Load(), st.gaveUp.Load(), st.violations.Load())
 	if st.violations.Load() != 0 {
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
 }
 
 type stats struct {

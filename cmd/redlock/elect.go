@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,14 +38,7 @@ earlier leader's, to send with its writes).
 Masters: --addrs (host:port or redis:// URLs), else LOCK_DISTRIBUTED_NODES,
 as for redlock run.
 
-Exit status: the command's own (128+signal when a signal ended it), or
-   79  the leadership was lost while the command ran; the command was stopped
-  126  the command could not be executed; 127 it was not found
-   64  bad usage
-  130  interrupted while campaigning; the command did not run
-    1  any other error before the command ran
-
-flags:
+redlock elect exits with the command's own status, as redlock run does.
 `
 
 // elect is the redlock elect subcommand.
@@ -60,41 +51,32 @@ type electFlags struct {
 	name, value, addrs string
 	ttl, grace         time.Duration
 	argv               []string
+	// usage reports a usage error, see cmdFlags.usage.
+	usage func(format string, a ...any) int
 }
 
 // parseElect parses the flags; it returns the status to exit with when
 // the command must not run (0 after -h).
-func parseElect(args []string, stderr io.Writer) (electFlags, int, bool) {
+func parseElect(args []string, std stdio) (electFlags, int, bool) {
 	var f electFlags
-	fs := flag.NewFlagSet("elect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, electUsage); fs.PrintDefaults() }
+	fs := newFlags("elect", electUsage, std.out, std.err)
 	fs.StringVar(&f.name, "name", "", "the election's name, its lock key (required)")
 	fs.StringVar(&f.value, "value", defaultValue(), "who this candidate is, as Leader and Observe report it")
-	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "the leader's lease on each master; renewed every TTL/3")
+	fs.Duration(&f.ttl, "ttl", 10*time.Second, true, "the leader's lease on each master; renewed every TTL/3")
 	fs.StringVar(&f.addrs, "addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return f, 0, false
-		}
-		return f, exitUsage, false
+	fs.Duration(&f.grace, "grace", 10*time.Second, false, "time between SIGTERM and SIGKILL when the command must stop")
+	if status, ok := fs.parse(args); !ok {
+		return f, status, false
 	}
 	f.argv = fs.Args()
-	msg := ""
 	switch {
 	case f.name == "":
-		msg = "--name is required"
+		return f, fs.usage("--name is required"), false
 	case len(f.argv) == 0:
-		msg = "no command given (put it after --)"
-	case f.grace < 0:
-		msg = fmt.Sprintf("--grace %v is negative", f.grace)
+		return f, fs.usage("no command given (put it after --)"), false
 	}
-	if msg != "" {
-		fmt.Fprintf(stderr, "redlock elect: %s\n", msg)
-		return f, exitUsage, false
-	}
-	return f, 0, true
+	f.usage = fs.usage
+	return f, exitOK, true
 }
 
 // defaultValue names this candidate: host name and process id.
@@ -108,22 +90,19 @@ func defaultValue() string {
 
 // electWith is elect with its environment passed in, for tests.
 func electWith(parent context.Context, args []string, std stdio, lookup func(string) (string, bool)) int {
-	f, status, ok := parseElect(args, std.err)
+	f, status, ok := parseElect(args, std)
 	if !ok {
 		return status
 	}
-	usage := func(err error) int {
-		fmt.Fprintf(std.err, "redlock elect: %v\n", err)
-		return exitUsage
-	}
-	nodes, err := runNodes(f.addrs, lookup)
+	usage := func(err error) int { return f.usage("%v", err) }
+	nodes, from, err := runNodes(f.addrs, lookup)
 	if err != nil {
 		return usage(err)
 	}
 	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: f.ttl, Nodes: nodes}
 	locker, closer, err := cfg.Open()
 	if err != nil {
-		return usage(err)
+		return usage(nodesError(from, err))
 	}
 	defer closer.Close()
 	e, err := redlock.NewElection(locker, f.name, redlock.WithTTL(f.ttl))
@@ -141,7 +120,7 @@ func electWith(parent context.Context, args []string, std stdio, lookup func(str
 		return exitInterrupted
 	case err != nil:
 		fmt.Fprintf(std.err, "redlock elect: %v\n", err)
-		return 1
+		return exitFailure
 	}
 	return lead(ctx, l, f, std)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -61,15 +60,10 @@ for a key without expiry.
 
 --watch D inspects again every D until SIGINT or SIGTERM.
 
-Exit status:
-    0  every verdict is known (held or not held): the report says which
-   69  some verdict is unknown, or fewer than a quorum of masters answered
-       the scan of --prefix (the report is printed all the same)
-   64  bad usage
-  130  --watch interrupted before its first report; otherwise --watch
-       exits with the status of its last report
-
-flags:
+It succeeds (0) when every verdict is known (held or not held), and exits
+with 69 when some verdict is unknown, or fewer than a quorum of masters
+answered the scan of --prefix (the report is printed all the same).
+--watch exits with the status of its last report (130 before the first).
 `
 
 // Defaults of inspect's verdict, the library's own (redlock options.go
@@ -152,41 +146,30 @@ func inspect(args []string) int {
 
 // inspectWith is inspect with its environment passed in, for tests.
 func inspectWith(parent context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, inspectUsage); fs.PrintDefaults() }
-	var f inspectFlags
+	fs := newFlags("inspect", inspectUsage, stdout, stderr)
+	var (
+		f     inspectFlags
+		addrs string
+	)
 	fs.StringVar(&f.key, "key", "", "the lock's key")
 	fs.StringVar(&f.prefix, "prefix", "", "inspect every key that starts with this (found with SCAN)")
-	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
-	fs.BoolVar(&f.json, "json", false, "print one JSON object per inspection")
-	fs.DurationVar(&f.watch, "watch", 0, "inspect again every D until interrupted (0: once)")
-	fs.IntVar(&f.limit, "limit", 100, "--prefix: the most keys to show")
-	fs.DurationVar(&f.timeout, "timeout", time.Second, "how long to wait for each master's answer")
-	fs.BoolVar(&f.full, "full-tokens", false, "show tokens whole (whoever has a token can release the lock: do not paste them around)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	fs.StringVar(&addrs, "addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
+	fs.Bool(&f.json, "json", "print one JSON object per inspection")
+	fs.Duration(&f.watch, "watch", 0, false, "inspect again every D until interrupted (0: once)")
+	fs.Int(&f.limit, "limit", 100, 1, 100, "--prefix: the most keys to show")
+	fs.Duration(&f.timeout, "timeout", time.Second, true, "how long to wait for each master's answer")
+	fs.Bool(&f.full, "full-tokens", "show tokens whole (whoever has a token can release the lock: do not paste them around)")
+	if status, ok := fs.parse(args); !ok {
+		return status
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "redlock inspect: "+format+"\n", a...)
-		return exitUsage
-	}
+	usage := fs.usage
 	switch {
 	case fs.NArg() > 0:
 		return usage("unexpected argument %q", fs.Arg(0))
 	case (f.key == "") == (f.prefix == ""):
 		return usage("give exactly one of --key and --prefix")
-	case f.limit < 1:
-		return usage("--limit %d is below 1", f.limit)
-	case f.watch < 0:
-		return usage("--watch %v is negative", f.watch)
-	case f.timeout <= 0:
-		return usage("--timeout %v is not positive", f.timeout)
 	}
-	ms, err := openMasters(*addrs, lookup, f.timeout)
+	ms, err := openMasters(addrs, lookup, f.timeout)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -206,7 +189,7 @@ func inspectWith(parent context.Context, args []string, stdout, stderr io.Writer
 		status = rep.status()
 		if err := rep.write(stdout, f.json); err != nil {
 			fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
-			return 1
+			return exitFailure
 		}
 		if f.watch == 0 {
 			return status
@@ -466,7 +449,7 @@ func (rep *inspectReport) status() int {
 			return exitUnavailable
 		}
 	}
-	return 0
+	return exitOK
 }
 
 // write prints the report: a JSON line, or tables for people.

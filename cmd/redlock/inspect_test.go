@@ -373,14 +373,14 @@ func TestInspectUsage(t *testing.T) {
 	}{
 		{[]string{"--addrs", "127.0.0.1:1"}, "give exactly one of --key and --prefix"},
 		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "--prefix", "p"}, "give exactly one of --key and --prefix"},
-		{[]string{"--addrs", "127.0.0.1:1", "--prefix", "p", "--limit", "0"}, "--limit 0 is below 1"},
-		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "--watch", "-1s"}, "--watch -1s is negative"},
-		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "--timeout", "0s"}, "--timeout 0s is not positive"},
+		{[]string{"--addrs", "127.0.0.1:1", "--prefix", "p", "--limit", "0"}, `--limit "0": want a whole number of 1 or more, such as 100`},
+		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "--watch", "-1s"}, `--watch "-1s": want a duration of 0 or more, such as 10s or 1m30s`},
+		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "--timeout", "0s"}, `--timeout "0s": want a duration above 0, such as 10s or 1m30s`},
 		{[]string{"--addrs", "127.0.0.1:1", "--key", "k", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--key", "k"}, "no masters: give --addrs or set LOCK_DISTRIBUTED_NODES"},
-		{[]string{"--addrs", "127.0.0.1:1,127.0.0.1:1", "--key", "k"}, "master 127.0.0.1:1 is given twice"},
+		{[]string{"--addrs", "127.0.0.1:1,127.0.0.1:1", "--key", "k"}, "--addrs: master 127.0.0.1:1 is given twice"},
 		{[]string{"--addrs", "redis://:" + secret + "@127.0.0.1:1", "--key", "k"}, "redis://xxxxx@127.0.0.1:1"},
-		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus"}, "unknown flag --bogus"},
 	}
 	for _, tt := range tests {
 		st, out, errs := callT(t, inspectWith, tt.args...)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/quorumlock/redlock/envconfig"
@@ -24,40 +23,34 @@ type master struct {
 func quorum(n int) int { return n/2 + 1 }
 
 // openMasters makes one client per master, the masters given as redlock
-// run takes them (runNodes: --addrs, else LOCK_DISTRIBUTED_NODES). Each URL
-// is checked by envconfig.Load, whose errors never show a password. A
-// server given twice is refused, as redlock.New refuses it: counted twice
-// it would fake a quorum. Clients honour context deadlines, never resend
-// a command and dial once, within timeout. closeMasters closes them.
+// run takes them (runNodes: --addrs, else LOCK_DISTRIBUTED_NODES, each URL
+// checked by envconfig, whose errors never show a password). A server
+// given twice is refused, as redlock.New refuses it: counted twice it
+// would fake a quorum. Clients honour context deadlines, never resend a
+// command and dial once, within timeout. closeMasters closes them.
 func openMasters(addrs string, lookup func(string) (string, bool), timeout time.Duration) ([]master, error) {
-	urls, err := runNodes(addrs, lookup)
-	if err != nil {
-		return nil, err
-	}
-	joined := strings.Join(urls, ",")
-	cfg, err := envconfig.Load(func(k string) (string, bool) {
-		if k == envconfig.VarNodes {
-			return joined, true
-		}
-		return "", false
-	})
+	urls, from, err := runNodes(addrs, lookup)
 	if err != nil {
 		return nil, err
 	}
 	var ms []master
 	seen := map[string]bool{}
-	for _, u := range cfg.Nodes {
-		n, err := envconfig.ParseNode(u) // Load has parsed it already
-		if err == nil && n.Standalone == nil {
-			err = fmt.Errorf("%s: inspect and release talk to standalone masters only, not to a cluster or a master behind Sentinel", n)
+	for _, u := range urls {
+		n, err := envconfig.ParseNode(u) // runNodes has checked it
+		if err != nil {
+			closeMasters(ms)
+			return nil, nodesError(from, err)
 		}
 		o := n.Standalone
-		if err == nil && seen[o.Addr] {
+		switch {
+		case o == nil:
+			err = fmt.Errorf("%s: inspect and release talk to standalone masters only, not to a cluster or a master behind Sentinel", n)
+		case seen[o.Addr]:
 			err = fmt.Errorf("master %s is given twice; counted twice it would fake a quorum", o.Addr)
 		}
 		if err != nil {
 			closeMasters(ms)
-			return nil, errors.New(redact.URLs(err.Error()))
+			return nil, fmt.Errorf("%s: %s", from, redact.URLs(err.Error()))
 		}
 		seen[o.Addr] = true
 		o.ContextTimeoutEnabled = true

@@ -40,8 +40,8 @@ func TestCommandsPrintOnlyTheirOwnWords(t *testing.T) {
 		{[]string{"inspect", "--addrs", addr, "--prefix", "k"}, exitUnavailable},
 		{[]string{"release", "--addrs", addr, "--key", "k", "--token", "t"}, exitUnavailable},
 		{[]string{"release", "--addrs", addr, "--key", "k", "--force"}, exitUnavailable},
-		{[]string{"demo", "--addrs", addr}, 1},
-		{[]string{"bench", "--addrs", addr, "--nodes", "1", "--duration", "50ms"}, 1},
+		{[]string{"demo", "--addrs", addr}, exitFailure},
+		{[]string{"bench", "--addrs", addr, "--nodes", "1", "--duration", "50ms"}, exitFailure},
 	} {
 		var out, errb bytes.Buffer
 		cmd := exec.Command(bin, tt.args...)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,20 +33,13 @@ left alone (and reported).
 Masters: as for redlock run: --addrs (host:port or redis:// URLs), else
 LOCK_DISTRIBUTED_NODES. They are shown as host:port, never with user info.
 
-Exit status:
-    0  released on at least one master, and at least a quorum answered: the
-       token (with --force, each token found) holds no quorum any more
-    1  nothing released: no master that answered held K with that token (a
-       wrong token, or the lock expired or was released already)
-   69  fewer than a quorum of masters answered: the token may still hold
-       the lock
-   64  bad usage: no --key, neither --token nor --force, or both
-
-flags:
+It succeeds (0) when it released K on at least one master and at least a
+quorum answered: the token (with --force, each token found) holds no
+quorum any more. It fails (1) when no master that answered held K with
+that token (a wrong token, or the lock expired or was released already),
+and exits with 69 when fewer than a quorum answered: the token may still
+hold the lock.
 `
-
-// exitNothingReleased: release found nothing to release.
-const exitNothingReleased = 1
 
 // releaseOutcome is what release did on one master.
 type releaseOutcome struct {
@@ -63,48 +55,43 @@ func release(args []string) int {
 
 // releaseWith is release with its environment passed in, for tests.
 func releaseWith(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, releaseUsage); fs.PrintDefaults() }
-	key := fs.String("key", "", "the lock's key (required)")
-	token := fs.String("token", "", "the holder's token: K is deleted only where it holds this")
-	force := fs.Bool("force", false, "release K whatever token holds it (instead of --token)")
-	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
-	timeout := fs.Duration("timeout", time.Second, "how long to wait for each master's answer")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	fs := newFlags("release", releaseUsage, stdout, stderr)
+	var (
+		key, token, addrs string
+		force             bool
+		timeout           time.Duration
+	)
+	fs.StringVar(&key, "key", "", "the lock's key (required)")
+	fs.StringVar(&token, "token", "", "the holder's token: K is deleted only where it holds this")
+	fs.Bool(&force, "force", "release K whatever token holds it (instead of --token)")
+	fs.StringVar(&addrs, "addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
+	fs.Duration(&timeout, "timeout", time.Second, true, "how long to wait for each master's answer")
+	if status, ok := fs.parse(args); !ok {
+		return status
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "redlock release: "+format+"\n", a...)
-		return exitUsage
-	}
+	usage := fs.usage
 	switch {
 	case fs.NArg() > 0:
 		return usage("unexpected argument %q", fs.Arg(0))
-	case *key == "":
+	case key == "":
 		return usage("--key is required")
-	case *token == "" && !*force:
+	case token == "" && !force:
 		return usage("--token is required (or --force, to release whatever token holds the key)")
-	case *token != "" && *force:
+	case token != "" && force:
 		return usage("give --token or --force, not both")
-	case *timeout <= 0:
-		return usage("--timeout %v is not positive", *timeout)
 	}
-	ms, err := openMasters(*addrs, lookup, *timeout)
+	ms, err := openMasters(addrs, lookup, timeout)
 	if err != nil {
 		return usage("%v", err)
 	}
 	defer closeMasters(ms)
 
 	out := make([]releaseOutcome, len(ms))
-	if *force {
+	if force {
 		eachMaster(ms, func(i int, m master) {
-			cctx, cancel := context.WithTimeout(ctx, *timeout)
+			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			found, err := m.c.Get(cctx, *key).Result()
+			found, err := m.c.Get(cctx, key).Result()
 			if errors.Is(err, redis.Nil) {
 				found, err = "", nil
 			}
@@ -112,21 +99,21 @@ func releaseWith(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		})
 		for i, m := range ms {
 			if out[i].found != "" {
-				fmt.Fprintf(stderr, "redlock release: --force: deleting %q on %s, held by token %s\n", *key, m.name, tokenShown(out[i].found, false))
+				fmt.Fprintf(stderr, "redlock release: --force: deleting %q on %s, held by token %s\n", key, m.name, tokenShown(out[i].found, false))
 			}
 		}
 	}
 	eachMaster(ms, func(i int, m master) {
-		t := *token
-		if *force {
+		t := token
+		if force {
 			t = out[i].found
 		}
 		if out[i].err != nil || t == "" {
 			return
 		}
-		out[i].released, out[i].err = releaseOn(ctx, m, *key, t, *timeout)
+		out[i].released, out[i].err = releaseOn(ctx, m, key, t, timeout)
 	})
-	return releaseReport(stdout, stderr, ms, out, *key, *token)
+	return releaseReport(stdout, stderr, ms, out, key, token)
 }
 
 // eachMaster calls f for every master at once and waits for all.
@@ -190,7 +177,7 @@ func releaseReport(stdout, stderr io.Writer, ms []master, out []releaseOutcome, 
 		} else {
 			fmt.Fprintf(stderr, "redlock release: nothing released: no master that answered held %q with %s\n", key, what)
 		}
-		return exitNothingReleased
+		return exitFailure // nothing released
 	}
-	return 0
+	return exitOK
 }

@@ -64,7 +64,7 @@ func TestReleaseWrongToken(t *testing.T) {
 	_, addrs, cs := masters(t, 3)
 	l := lockOn(t, cs, "job")
 	st, out, errs := callT(t, releaseWith, "--addrs", addrs, "--key", "job", "--token", "8d6e0b0a-not-the-holder")
-	assert.Equal(t, exitNothingReleased, st)
+	assert.Equal(t, exitFailure, st)
 	assert.Equal(t, 3, strings.Count(out, "  not held by 8d6e0b0a…\n"), out)
 	assert.Contains(t, errs, `redlock release: nothing released: no master that answered held "job" with token 8d6e0b0a…`)
 	assert.Equal(t, repeat(l.Token(), 3), values(t, cs, "job"), "nothing deleted")
@@ -89,7 +89,7 @@ func TestReleaseForce(t *testing.T) {
 	assert.Equal(t, repeat("cccccccc-untouched", 3), values(t, cs, "other"))
 
 	st, out, errs = callT(t, releaseWith, "--addrs", addrs, "--key", "job", "--force")
-	assert.Equal(t, exitNothingReleased, st, "nothing left to release")
+	assert.Equal(t, exitFailure, st, "nothing left to release")
 	assert.Equal(t, 3, strings.Count(out, "  not held\n"), out)
 	assert.NotContains(t, errs, "deleting")
 }
@@ -127,11 +127,11 @@ func TestReleaseUsage(t *testing.T) {
 		{[]string{"--addrs", addrs, "--key", "job"}, "--token is required (or --force, to release whatever token holds the key)"},
 		{[]string{"--addrs", addrs, "--token", "t"}, "--key is required"},
 		{[]string{"--addrs", addrs, "--key", "job", "--token", "t", "--force"}, "give --token or --force, not both"},
-		{[]string{"--addrs", addrs, "--key", "job", "--force", "--timeout", "-1s"}, "--timeout -1s is not positive"},
+		{[]string{"--addrs", addrs, "--key", "job", "--force", "--timeout", "-1s"}, `--timeout "-1s": want a duration above 0, such as 10s or 1m30s`},
 		{[]string{"--addrs", addrs, "--key", "job", "--force", "now"}, `unexpected argument "now"`},
 		{[]string{"--key", "job", "--force"}, "no masters"},
 		{[]string{"--addrs", "redis://alice:" + url.PathEscape(secret) + "@" + addrs + "/x", "--key", "job", "--force"}, "redis://xxxxx@" + addrs + "/x"},
-		{[]string{"--force=maybe"}, "invalid boolean value"},
+		{[]string{"--force=maybe"}, `--force "maybe": want true or false`},
 	}
 	for _, tt := range tests {
 		st, out, errs := callT(t, releaseWith, tt.args...)

@@ -3,43 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
-)
-
-// Exit statuses of redlock run besides the command's own. They follow
-// sysexits.h where it has a meaning that fits, so cron wrappers and
-// systemd units can tell "someone else is on it" from "broken".
-const (
-	// exitBusy: the lock was held elsewhere for all of --wait; the command
-	// did not run. EX_TEMPFAIL: try again later.
-	exitBusy = 75
-	// exitUnavailable: too few Redis masters answered to decide; the
-	// command did not run. EX_UNAVAILABLE.
-	exitUnavailable = 69
-	// exitLost: the lock was lost while the command ran (a renewal failed
-	// on quorum, or validity ran out first); the command was stopped, or
-	// it had finished but may have overlapped with the next holder.
-	exitLost = 79
-	// exitUsage: bad flags or options; nothing ran. EX_USAGE.
-	exitUsage = 64
-	// exitInterrupted: SIGINT or SIGTERM arrived while waiting for the
-	// lock; the command did not run. 128+SIGINT, as a shell reports.
-	exitInterrupted = 130
-	// exitNotFound and exitNotExecutable are the shell's statuses for a
-	// command that could not be started.
-	exitNotFound      = 127
-	exitNotExecutable = 126
+	"github.com/quorumlock/redlock/internal/redact"
 )
 
 const runUsage = `usage: redlock run --key K [--key K2 ...] [--permits P | --read] [--ttl 30s] [--wait 0] [--addrs host:port,...] [--grace 10s] -- command [args...]
@@ -64,17 +40,9 @@ Masters: --addrs (host:port or redis:// URLs), else LOCK_DISTRIBUTED_NODES
 (comma-separated redis:// URLs). One master gives a single-instance lock,
 several a Redlock. Messages show a URL's user info (password) as xxxxx.
 
-Exit status: the command's own (128+signal when a signal ended it), or
-   75  the lock was held elsewhere for all of --wait; the command did not run
-   69  too few masters answered; the command did not run
-   79  the lock was lost while the command ran; the command was stopped
-  126  the command could not be executed (not executable, a directory, exec
-       format error, bad interpreter); 127 it was not found
-   64  bad usage
-  130  interrupted while waiting for the lock; the command did not run
-    1  any other error before the command ran
-
-flags:
+redlock run exits with the command's own status. A command that could not
+be executed (not executable, a directory, exec format error, bad
+interpreter) gives 126; one not found, 127.
 `
 
 // run is the redlock run subcommand.
@@ -84,61 +52,50 @@ func run(args []string) int {
 
 // runWith is run with its environment passed in, for tests.
 func runWith(parent context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
-	var keys []string
-	fs.Func("key", "the lock's key (required; repeat it to hold several keys at once, all or nothing)", func(k string) error {
-		keys = append(keys, k)
-		return nil
-	})
-	read := fs.Bool("read", false, "take a shared (reader's) lock on the one --key: other --read runs may hold it too")
-	ttl := fs.Duration("ttl", 30*time.Second, "lock lifetime on each master; renewed every TTL/3 while the command runs")
-	wait := fs.Duration("wait", 0, "how long to wait for a held lock (0: one attempt)")
-	addrs := fs.String("addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
-	permits := fs.Int("permits", 0, "run while holding one of this many permits of the semaphore --key (0: a plain lock)")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	fs := newFlags("run", runUsage, stdout, stderr)
+	var (
+		keys             []string
+		read             bool
+		ttl, wait, grace time.Duration
+		addrs            string
+		permits          int
+	)
+	fs.Strings(&keys, "key", "the lock's key (required; repeat it to hold several keys at once, all or nothing)")
+	fs.Bool(&read, "read", "take a shared (reader's) lock on the one --key: other --read runs may hold it too")
+	fs.Duration(&ttl, "ttl", 30*time.Second, true, "lock lifetime on each master; renewed every TTL/3 while the command runs")
+	fs.Duration(&wait, "wait", 0, false, "how long to wait for a held lock (0: one attempt)")
+	fs.StringVar(&addrs, "addrs", "", "comma-separated masters, host:port or redis:// URLs (default: $"+envconfig.VarNodes+")")
+	fs.Int(&permits, "permits", 0, 0, 3, "run while holding one of this many permits of the semaphore --key (0: a plain lock)")
+	fs.Duration(&grace, "grace", 10*time.Second, false, "time between SIGTERM and SIGKILL when the command must stop")
+	if status, ok := fs.parse(args); !ok {
+		return status
 	}
 	argv := fs.Args()
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "redlock run: "+format+"\n", a...)
-		return exitUsage
-	}
+	usage := fs.usage
 	switch {
 	case len(keys) == 0:
 		return usage("--key is required")
-	case *read && len(keys) > 1:
+	case read && len(keys) > 1:
 		return usage("--read takes one --key")
 	case len(argv) == 0:
 		return usage("no command given (put it after --)")
-	case *wait < 0:
-		return usage("--wait %v is negative", *wait)
-	case *grace < 0:
-		return usage("--grace %v is negative", *grace)
-	case *permits < 0:
-		return usage("--permits %d is negative", *permits)
 	}
-	nodes, err := runNodes(*addrs, lookup)
+	nodes, from, err := runNodes(addrs, lookup)
 	if err != nil {
 		return usage("%v", err)
 	}
 
 	var strategy redlock.Strategy = redlock.Reject()
-	if *wait > 0 {
-		strategy = &waitUntil{deadline: time.Now().Add(*wait), every: min(*wait/10+time.Millisecond, 250*time.Millisecond)}
+	if wait > 0 {
+		strategy = &waitUntil{deadline: time.Now().Add(wait), every: min(wait/10+time.Millisecond, 250*time.Millisecond)}
 	}
-	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: *ttl, Retries: 0, RetryDelay: 0, Nodes: nodes}
+	cfg := envconfig.Config{Enabled: true, Strategy: envconfig.StrategyRetry, TTL: ttl, Retries: 0, RetryDelay: 0, Nodes: nodes}
 	locker, closer, err := cfg.Open(redlock.WithStrategy(strategy))
 	if err != nil {
-		return usage("%v", err)
+		return usage("%v", nodesError(from, err))
 	}
 	defer closer.Close()
-	do, what, err := holder(locker, keys, *permits, *read)
+	do, what, err := holder(locker, keys, permits, read)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -152,7 +109,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		startErr error
 	)
 	err = do(ctx, func(ctx context.Context) error {
-		started, status, startErr = runCommand(ctx, argv, stdio{in: stdin, out: stdout, err: stderr}, *grace)
+		started, status, startErr = runCommand(ctx, argv, stdio{in: stdin, out: stdout, err: stderr}, grace)
 		return startErr
 	})
 	switch {
@@ -180,7 +137,7 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 		return exitUnavailable
 	}
 	fmt.Fprintf(stderr, "redlock run: %v\n", err)
-	return 1
+	return exitFailure
 }
 
 // holder returns how to run a function while holding the lock key (Do),
@@ -314,12 +271,15 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 }
 
 // runNodes returns the masters as redis URLs, from --addrs or else from
-// LOCK_DISTRIBUTED_NODES.
-func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error) {
+// LOCK_DISTRIBUTED_NODES, each checked as envconfig checks that variable,
+// and where they came from: "--addrs" or the variable's name. An error
+// names where the bad URL came from, and never shows a password.
+func runNodes(addrs string, lookup func(string) (string, bool)) (urls []string, from string, err error) {
+	from = "--addrs"
 	if addrs == "" {
 		addrs, _ = lookup(envconfig.VarNodes)
+		from = envconfig.VarNodes
 	}
-	var urls []string
 	for a := range strings.SplitSeq(addrs, ",") {
 		a = strings.TrimSpace(a)
 		if a == "" {
@@ -331,9 +291,31 @@ func runNodes(addrs string, lookup func(string) (string, bool)) ([]string, error
 		urls = append(urls, a)
 	}
 	if len(urls) == 0 {
-		return nil, fmt.Errorf("no masters: give --addrs or set %s", envconfig.VarNodes)
+		return nil, from, fmt.Errorf("no masters: give --addrs or set %s", envconfig.VarNodes)
 	}
-	return urls, nil
+	withUserInfo := slices.ContainsFunc(urls, func(u string) bool { return strings.Contains(u, "@") })
+	for i, u := range urls {
+		if _, err := envconfig.ParseNode(u); err != nil {
+			if withUserInfo && !strings.Contains(u, "@") {
+				// u may be the head of a password cut at a ',', with
+				// nothing to mask it.
+				return nil, from, fmt.Errorf("%s: URL %d of %d is malformed (not shown: it may hold part of a password; write a ',' in a password as %%2C)", from, i+1, len(urls))
+			}
+			return nil, from, nodesError(from, err)
+		}
+	}
+	return urls, from, nil
+}
+
+// nodesError is err, an error of envconfig, worded for the command line:
+// an error about LOCK_DISTRIBUTED_NODES names from (where the URLs came
+// from, see runNodes) instead of the variable. User info is masked.
+func nodesError(from string, err error) error {
+	var e *envconfig.Error
+	if errors.As(err, &e) && e.Var == envconfig.VarNodes {
+		return fmt.Errorf("%s: %s", from, redact.URLs(e.Err.Error()))
+	}
+	return errors.New(redact.URLs(err.Error()))
 }
 
 // waitUntil retries every interval until a deadline: --wait bounds the
