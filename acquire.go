@@ -10,25 +10,22 @@ import (
 
 // prepare checks a Lock or Do call's arguments and merges its options
 // into the locker's.
-func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope, error) {
+func (r *Redlock) prepare(ctx context.Context, key string, opts []Option) (scope, error) {
 	if ctx == nil {
 		return scope{}, invalidf("nil context")
 	}
-	if key == "" {
-		return scope{}, invalidf("empty key")
-	}
-	if err := checkKey(l.nodes, key); err != nil {
+	if err := checkKey(r.nodes, key); err != nil {
 		return scope{}, err
 	}
-	cfg := l.cfg.forCall(opts)
+	cfg := r.cfg.forCall(opts)
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
 	}
-	s := scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}
+	s := scope{key: key, what: oneKey{}, nodes: r.nodes, cfg: cfg}
 	if cfg.fair {
 		s.what = newFairKey(cfg)
 	}
-	return s, cfg.validateNodes(l.nodes)
+	return s, nil
 }
 
 // acquire is the strategy engine shared by Single and Redlock: attempt,
@@ -98,7 +95,7 @@ func (w *waiter) run() (*Lock, error) {
 			return nil, cancelled(w.ctx, err)
 		}
 		delay, ok := w.cfg.strategy.Backoff(retry)
-		if !ok {
+		if !ok || !w.mayRetry() {
 			if lock := w.transferred(); lock != nil {
 				return lock, nil
 			}
@@ -118,6 +115,12 @@ func (w *waiter) run() (*Lock, error) {
 		}
 		if w.waitsForGrant(retry) {
 			continue
+		}
+		if !w.mayRetry() {
+			if lock := w.transferred(); lock != nil {
+				return lock, nil
+			}
+			return nil, exhausted(retry+1, w.attempts, err)
 		}
 		if lock, e = w.try(false); e == nil {
 			return lock, nil
@@ -189,7 +192,7 @@ func (w *waiter) inDelay(retry int) {
 func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration, stretch bool) (lock *Lock, woken bool, err error) {
 	if !w.watched && !w.cfg.noHandoff && delay > 0 {
 		w.watched = true
-		if w.watch() && (w.wake.first() || w.queues()) {
+		if w.watch() && (w.wake.first() || w.queues()) && w.mayRetry() {
 			// Subscribed: a release before this point is seen by this
 			// extra attempt, every later one by an announcement. A waiter
 			// behind others of its locker needs none: such a release
@@ -207,6 +210,9 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration, stretch bo
 		wake = w.wake.ch
 	}
 	for {
+		if !w.mayRetry() {
+			return nil, false, err // its attempts are spent: it gives up now
+		}
 		select {
 		case <-w.ctx.Done():
 			return nil, false, err
@@ -235,10 +241,24 @@ func (w *waiter) wokenAttempt() (*Lock, error) {
 	if lock := w.transferred(); lock != nil {
 		return lock, nil
 	}
+	if !w.mayRetry() {
+		return nil, nil // waitOut gives up
+	}
 	if w.gate < 0 && w.fair() == nil && !spread(w.ctx, len(w.nodes)) {
 		return nil, nil
 	}
 	return w.try(true)
+}
+
+// mayRetry reports whether the strategy grants the call another attempt:
+// attempt a+1 of a call that made a attempts is retry a-1, whether a delay
+// ran out or a release woke the waiter (see Strategy).
+func (w *waiter) mayRetry() bool {
+	if w.attempts == 0 {
+		return true
+	}
+	_, ok := w.cfg.strategy.Backoff(w.attempts - 1)
+	return ok
 }
 
 // watch subscribes to the key's releases and joins its locker's line
@@ -329,12 +349,12 @@ func joinsLine(cfg *config, key string) bool {
 }
 
 // waitsForReleases reports whether a call with cfg, refused, waits with
-// hand-off on and a Retry strategy that waits: what standing in line
-// (joinsLine) and subscribing first (subscribesFirst) count on. A custom
-// Strategy is not consulted ahead of its time.
+// hand-off on and a strategy that waits before its first retry: what
+// standing in line (joinsLine) and subscribing first (subscribesFirst)
+// count on.
 func waitsForReleases(cfg *config) bool {
-	r, ok := cfg.strategy.(retry)
-	return !cfg.noHandoff && ok && r.retries > 0 && r.base > 0
+	d, ok := cfg.strategy.Backoff(0)
+	return !cfg.noHandoff && ok && d > 0
 }
 
 // handoffSpread bounds the random pause a woken Redlock waiter takes
@@ -382,18 +402,24 @@ func exhausted(retries, attempts int, last error) error {
 	return &gaveUp{attempts: attempts, last: last}
 }
 
-// checkKey asks the nodes that are KeyCheckers whether they can hold key.
-func checkKey(nodes []Backend, key string) error {
-	for _, b := range nodes {
-		kc, ok := b.(KeyChecker)
-		if !ok {
-			continue
-		}
-		if err := kc.CheckKey(key); err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				err = fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			return fmt.Errorf("node %q cannot hold key %q: %w", b.Name(), key, err)
+// maxKeyLen bounds a key's length: a key is stored on every node, sent
+// with every command and quoted in errors, and no real lock needs more.
+const maxKeyLen = 1024
+
+// checkKey refuses, before the first attempt, a key that is empty, too
+// long, or that some node cannot hold (a Redis Cluster needs the key's
+// names in one hash slot), so that a bad key fails at once instead of
+// costing a node's vote in every round.
+func checkKey(nodes []*node, key string) error {
+	if key == "" {
+		return invalidf("empty key")
+	}
+	if len(key) > maxKeyLen {
+		return invalidf("key %q is %d bytes, longer than %d", shorten(key), len(key), maxKeyLen)
+	}
+	for _, n := range nodes {
+		if _, err := n.keyOf(key); err != nil {
+			return err
 		}
 	}
 	return nil

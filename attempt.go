@@ -75,11 +75,11 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 		counters = make([]int64, len(w.nodes)*k)
 	}
 	s := w.scope // captured by value, not w: the waiter stays on Lock's stack
-	call := func(ctx context.Context, i int, b Backend) (bool, error) {
+	call := func(ctx context.Context, i int, n *node) (bool, error) {
 		if counters == nil {
-			return s.what.acquire(ctx, s, b, token)
+			return s.what.acquire(ctx, s, n, token)
 		}
-		return s.what.acquireFenced(ctx, s, b, token, counters[i*k:(i+1)*k])
+		return s.what.acquireFenced(ctx, s, n, token, counters[i*k:(i+1)*k])
 	}
 	r, refused := w.round(call, gated)
 	if refused != nil {
@@ -164,14 +164,14 @@ func (w *waiter) rollback(token string, r round) {
 	if len(w.leftovers) == 0 {
 		return
 	}
-	undo := make([]Backend, len(w.leftovers))
+	undo := make([]*node, len(w.leftovers))
 	for j, lo := range w.leftovers {
 		undo[j] = w.nodes[lo.node]
 	}
 	s, leftovers, announce := w.scope, w.leftovers, !w.cfg.noHandoff // not w: see attempt
 	rr := s.on(undo).fanOut(detached(w.ctx), "release", ErrNotHeld,
-		func(ctx context.Context, j int, b Backend) (bool, error) {
-			return s.what.release(ctx, s, b, leftovers[j].token, announce)
+		func(ctx context.Context, j int, n *node) (bool, error) {
+			return s.what.release(ctx, s, n, leftovers[j].token, announce)
 		})
 	unanswered := w.leftovers[:0]
 	for j, err := range rr.errs {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 )
 
-// lock is Lock for both lockers: acquire, then start the heartbeat when
-// WithAutoRenew asked for one.
-func (lk *locker) lock(ctx context.Context, key string, opts []Option) (*Lock, error) {
-	s, err := lk.prepare(ctx, key, opts)
+// Lock acquires key on a quorum of the nodes (see Locker.Lock), then
+// starts the heartbeat when WithAutoRenew asked for one.
+func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	s, err := r.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -41,12 +41,12 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 	return l, ok
 }
 
-// do is Do for both lockers.
-func (lk *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []Option) error {
+// Do runs fn while holding key (see Locker.Do).
+func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil function")
 	}
-	s, err := lk.prepare(ctx, key, opts)
+	s, err := r.prepare(ctx, key, opts)
 	if err != nil {
 		return err
 	}

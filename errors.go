@@ -118,7 +118,7 @@ func (e *QuorumError) Unwrap() error {
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s %q: %d of %d nodes agreed, quorum %d", e.Op, e.Key, e.Granted, e.Nodes, e.Quorum)
+	fmt.Fprintf(&b, "redlock: %s %q: %d of %d nodes agreed, quorum %d", e.Op, shorten(e.Key), e.Granted, e.Nodes, e.Quorum)
 	if e.Granted >= e.Quorum {
 		fmt.Fprintf(&b, ", but validity ran out (%v left)", e.Validity)
 	}

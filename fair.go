@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"sync/atomic"
 	"time"
 )
@@ -157,106 +156,16 @@ import (
 // and never join by default, and sets (LockMany), readers and writers,
 // and semaphores ignore them.
 
-// FairQueuer is the optional capability of a Backend that keeps the
-// queues. New, NewSingle and Lock refuse WithFairness over a node that
-// is not a FairQueuer, with ErrInvalid; without WithFairness, calls over
-// such nodes never join a queue.
-type FairQueuer interface {
-	// AcquireFair first drops the key's queue entries whose expiry (node
-	// time) has passed, then adds ticket to the queue with score (or
-	// refreshes it: the score is replaced, the expiry set to now + stay)
-	// and registers token and ttl as what a release grants the entry,
-	// unless a call with a greater attempt (the attempt's number within
-	// its Lock call) registered already. If key does not exist and ticket
-	// is then the queue's head (lowest score; equal scores in ticket
-	// order), or key holds the token registered for ticket by a smaller
-	// attempt (a release granted it), it
-	// sets key to token with the TTL and reports true; the entry stays (a
-	// round that falls short of a quorum is rolled back with Release, and
-	// the waiter keeps its place), until ReleaseFair, LeaveQueue or its
-	// expiry removes it. Otherwise it reports false and the number of
-	// entries ahead of ticket. One atomic step (FairLua.Acquire); a key
-	// that holds anyone else's token is never set.
-	AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (ok bool, ahead int64, err error)
-
-	// LeaveQueue removes ticket from key's queue, if there, and deletes
-	// key if it holds the token a release granted to ticket, handing it
-	// on as ReleaseFair does (FairLua.Release without a token, announced).
-	LeaveQueue(ctx context.Context, key, ticket string) error
-
-	// ReleaseFair removes ticket from key's queue and deletes key if it
-	// holds token or the token a release granted to ticket, in one step
-	// (FairLua.Release). Having deleted it, it hands the key on to the
-	// queue's head: it sets key to the token the head registered, with
-	// its TTL, and announces "grant=" + the head's ticket + " " + that
-	// token; or, when the node cannot vouch for such a grant (goredis
-	// WithReplicaAck: an acquisition must wait for the replicas), it
-	// only names the head: "next=" + ticket + " " + token. Either goes to
-	// the head's locker's channel (NotifyGrants) when its ticket names
-	// one, else to the key's. With no head it announces as Release does.
-	// With announce false (hand-off off) it neither grants nor announces:
-	// the head takes the free key with its next attempt.
-	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
-
-	// NotifyGrants is Notify for a fair waiter: it calls granted with
-	// the announcements on the key's release channel, as Notify does, and
-	// with those of ReleaseFair and LeaveQueue that grant the key to, or
-	// name, a ticket that begins with locker + ".", which go to that
-	// locker's channel alone, GrantChannel(key, locker), so that only the
-	// process the next holder runs in hears them. It subscribes both
-	// channels in one round (a fair waiter pays one subscription per
-	// node, not two) and returns once both are active.
-	NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error)
-}
-
-// GrantChannel is the channel on which a fair release announces a grant
-// to, or names, a waiter of locker: ReleaseChannel(key) + ":" + locker
-// (with Redis Cluster, of the mapped key, so it hashes to its slot).
-func GrantChannel(key, locker string) string { return ReleaseChannel(key) + ":" + locker }
-
-// QueueKeys returns the names of key's queue, of its entries' expiries
-// and of their grants, the keys FairLua's scripts take after the lock
-// key.
-func QueueKeys(key string) (queue, expiries, grants string) {
-	return key + ":queue", key + ":queue:exp", key + ":queue:grant"
-}
-
-var (
-	//go:embed acquire_fair.lua
-	acquireFairLua string
-	//go:embed release_fair.lua
-	releaseFairLua string
-)
-
-// FairLua holds the scripts of FairQueuer, as Lua holds the others':
-//
-//   - Acquire: KEYS[1] lock key, KEYS[2], KEYS[3] and KEYS[4] its queue,
-//     expiries and grants (QueueKeys); ARGV[1] token, ARGV[2] TTL in ms,
-//     ARGV[3] ticket, ARGV[4] score, ARGV[5] stay in ms, ARGV[6] attempt.
-//     Replies 1 if it set the key, otherwise minus the number of entries
-//     ahead of the ticket.
-//   - Release: KEYS as Acquire's; ARGV[1] token ("" to leave the queue
-//     without a lock), ARGV[2] announce flag (as Lua.Release), ARGV[3]
-//     ticket, ARGV[4] "1" to grant the key to the next waiter, "0" to
-//     name it only. Replies 1 if it deleted the key, 0 otherwise.
-var FairLua = struct{ Acquire, Release string }{acquireFairLua, releaseFairLua}
-
-// WithFairness makes Lock and Do calls take a free key in the order the
-// calls started, across every locker (process) that uses it for the key:
-// see FairQueuer and the package notes in fair.go. Without it a call
-// joins the same queues once it finds the key held by another locker
-// (fair once contended); with it, from its first attempt. Every node must
-// be a FairQueuer (both adapters are). It is meant for calls that wait
-// (Retry) with hand-off on; it cannot be combined with WithFencing
-// (ErrInvalid).
-func WithFairness() Option { return func(c *config) { c.fair, c.unfair = true, false } }
-
-// WithoutFairness makes Lock and Do calls never join the queues: every
-// attempt is a plain SET NX, and a free key goes to whichever attempt
-// reaches it first. Without either option a call joins the queues once
-// the key proved taken by another locker (see "Fair once contended" in
-// fair.go); of WithFairness and WithoutFairness the later one given wins.
-func WithoutFairness() Option { return func(c *config) { c.fair, c.unfair = false, true } }
+// WithFairness(true) makes Lock and Do calls take a free key in the order
+// the calls started, across every locker (process) that uses the key:
+// each call joins the key's queue on the nodes from its first attempt
+// (see the notes above). WithFairness(false) makes calls never join the
+// queues: every attempt is a plain SET NX, and a free key goes to whichever
+// attempt reaches it first, as with plain Redlock clients. Without either,
+// a call joins the queues once another locker's lock refused it (fair once
+// contended). Fairness is for calls that wait (Retry) with hand-off on; it
+// cannot be combined with WithFencing (ErrInvalid).
+func WithFairness(on bool) Option { return func(c *config) { c.fair, c.unfair = on, !on } }
 
 // fairMargin pads an entry's stay beyond the next attempt's expected
 // time, for scheduling delays.
@@ -286,49 +195,29 @@ func newFairKey(cfg *config) *fairKey {
 	return &fairKey{ticket: cfg.lines.id + "." + rand.Text(), score: cfg.clock.Now().UnixMicro()}
 }
 
-func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	return f.counted(b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt))
+func (f *fairKey) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
+	return f.counted(n.acquireFair(ctx, s.key, token, f.sent(s.cfg, 0)))
 }
 
-// splits: a fair call's rounds (its attempts, and plain rollbacks) run as
-// started calls over nodes that are all FairStarters (scope.split).
-func (*fairKey) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
-
-// splits: so do the release and extend of a lock taken through the queue.
-func (fairHeld) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
-
-func fairSplits(op string, nodes []Backend) bool {
-	return (op == "acquire" || op == "release" || op == "extend") && lacking[FairStarter](nodes) == nil
+// acquireFenced is a fenced call's fair attempt: granted, the node issues
+// the next fencing token in the same step.
+func (f *fairKey) acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	ok, v, err := n.acquireFair(ctx, s.key, token, f.sent(s.cfg, s.cfg.fenceLife))
+	if ok {
+		fences[0] = v
+		return true, nil
+	}
+	return f.counted(ok, v, err)
 }
 
-// AcquireFair starts the node's AcquireFair; split allows it only over
-// FairStarters. Its answer, known at finish, goes through the fairKey's
-// count (fairKey.counted) there.
-func (d *starting) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
-	d.fp = d.Backend.(FairStarter).StartAcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
-	return false, 0, nil
-}
-
-// ReleaseFair starts the node's ReleaseFair; split allows it only over
-// FairStarters.
-func (d *starting) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
-	d.p = d.Backend.(FairStarter).StartReleaseFair(ctx, key, token, ticket, announce)
-	return false, nil
-}
-
-// LeaveQueue and NotifyGrants, never in a split round, go to the node:
-// with them the stand-in is a FairQueuer, as its node.
-func (d *starting) LeaveQueue(ctx context.Context, key, ticket string) error {
-	return d.Backend.(FairQueuer).LeaveQueue(ctx, key, ticket)
-}
-
-func (d *starting) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
-	return d.Backend.(FairQueuer).NotifyGrants(ctx, key, locker, granted)
+// sent is what the latest attempt sends, with a fence counter's life for
+// a fenced call.
+func (f *fairKey) sent(cfg *config, life time.Duration) fairAttempt {
+	return fairAttempt{ttl: cfg.ttl, ticket: f.ticket, score: f.score, stay: f.stay, attempt: f.attempt, life: life}
 }
 
 // counted returns a node's answer to an attempt, counting the node in
-// behind if it found two entries or more ahead (a started call's answer
-// comes at its finish: fanOutStarted).
+// behind if it found two entries or more ahead.
 func (f *fairKey) counted(ok bool, ahead int64, err error) (bool, error) {
 	if err == nil && !ok && ahead > 1 {
 		f.behind.Add(1)
@@ -337,41 +226,32 @@ func (f *fairKey) counted(ok bool, ahead int64, err error) (bool, error) {
 }
 
 // notify subscribes a fair waiter to the key's releases and to its
-// locker's grant channel, where a fair release addresses the grant
-// (FairQueuer.NotifyGrants, one subscription for both).
-func (f *fairKey) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
-	return n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, released)
+// locker's grant channel, where a fair release addresses the grant, in
+// one subscription.
+func (f *fairKey) notify(ctx context.Context, s scope, n *node, released func(string)) (func(), error) {
+	return n.notify(ctx, []string{s.key}, s.cfg.lines.id, released)
 }
 
 // fairHeld is the target of a lock taken through the queue: its release
-// also removes the Lock call's queue entry (ReleaseFair). The waiter's
-// rollbacks use fairKey's, plain Release, which keeps the entry.
+// also removes the Lock call's queue entry (release_fair.lua). The
+// waiter's rollbacks use fairKey's, plain release, which keeps the entry.
 type fairHeld struct {
 	oneKey
 	ticket string
 }
 
-func (f fairHeld) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
-	return b.(FairQueuer).ReleaseFair(ctx, s.key, token, f.ticket, announce)
-}
-
-// finishRelease finishes node i's started release of a fair lock
-// (releaseFinisher) and hands its answer to the locker's own waiters for
-// the key (a grant within the process, above): a grant the node returned
-// instead of announcing it (GrantPending) goes to the waiter it names, as
-// its announcement would have. When the release's outcome is unknown
-// (an error), the node may have granted one of them without a word, and
-// the key's fair waiters in the locker's line are told so (payload "",
-// as when a node's subscription was re-established), so that the first
-// of them attempts, and an attempt takes over a grant it finds.
-func (fairHeld) finishRelease(s scope, i int, p Pending) (bool, error) {
-	g, ok := p.(GrantPending)
-	if !ok {
-		return p.Finish()
-	}
-	ok, grant, err := g.FinishGrant()
+// release releases the fair lock and hands the key on to the queue's
+// head. A grant to a waiter of this locker comes back in the node's reply
+// instead of being announced, and goes to that waiter as its announcement
+// would have (a grant within the process, above). When the release's
+// outcome is unknown (an error), the node may have granted one of them
+// without a word, and the key's fair waiters in the locker's line are
+// told so (payload "", as when a subscription was re-established): the
+// first of them attempts, and an attempt takes over a grant it finds.
+func (f fairHeld) release(ctx context.Context, s scope, n *node, token string, announce bool) (bool, error) {
+	ok, grant, err := n.releaseFair(ctx, s.key, token, f.ticket, announce, announce)
 	if grant != "" || err != nil {
-		s.cfg.lines.handGrant(s.key, i, grant)
+		s.cfg.lines.handGrant(s.key, n.index, grant)
 	}
 	return ok, err
 }
@@ -383,8 +263,8 @@ func (f *fairKey) plan(cfg *config) {
 	next := 2 * f.delay
 	if f.delay <= 0 {
 		next = cfg.ttl
-		if r, ok := cfg.strategy.(retry); ok {
-			next = r.base
+		if d, ok := cfg.strategy.Backoff(0); ok {
+			next = d
 		}
 	}
 	f.stay = min(max(next, 0)+2*cfg.timeout()+fairMargin, cfg.ttl)
@@ -443,9 +323,6 @@ func nextPassed(s Strategy, n int, end, due time.Time) (time.Duration, bool) {
 func (w *waiter) grantDue() (time.Time, bool) {
 	f := w.fair()
 	if f == nil || w.wake == nil || !w.wake.listening() || int(f.behind.Load()) < quorum(len(w.nodes)) {
-		return time.Time{}, false
-	}
-	if _, ok := w.cfg.strategy.(retry); !ok { // a custom Strategy is not consulted ahead of its time
 		return time.Time{}, false
 	}
 	return f.start.Add(f.stay - w.cfg.timeout() - fairMargin), true
@@ -578,7 +455,20 @@ func (w *waiter) refusedByOther() bool {
 // are all FairQueuers.
 func (w *waiter) mayJoinQueues() bool {
 	return !w.cfg.unfair && !w.cfg.fair && !w.cfg.fencing && w.what == target(oneKey{}) && w.keys == nil &&
-		waitsForReleases(w.cfg) && lacking[FairQueuer](w.nodes) == nil
+		waitsForReleases(w.cfg) && everyNodeNotifies(w.nodes)
+}
+
+// everyNodeNotifies reports whether every node delivers announcements: a
+// call joins the queues by default only then, since a release grants the
+// key to the queue's head, and a head that cannot hear it takes the key
+// only at its next attempt.
+func everyNodeNotifies(nodes []*node) bool {
+	for _, n := range nodes {
+		if n.sub == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // markContended records, for a call queued in the nodes' queues whose
@@ -669,7 +559,9 @@ func (w *wakeup) claimableLocked() bool {
 // start, and exclusion rests on the same quorum of keys.
 func (w *waiter) claim() *Lock {
 	f := w.fair()
-	if f == nil || w.wake == nil {
+	if f == nil || w.wake == nil || w.cfg.fencing {
+		// A fenced call's token is issued by its own attempt, which
+		// takes the grants over (acquire_fair.lua).
 		return nil
 	}
 	w.wake.mu.Lock()
@@ -715,21 +607,8 @@ func (w *waiter) leaveQueue(ctx context.Context, lock *Lock) {
 	}
 	key, ticket := w.key, f.ticket // the closure captures no waiter, which stays on Lock's stack
 	w.on(nodes).fanOut(context.WithoutCancel(ctx), "leave queue", nil,
-		func(ctx context.Context, _ int, b Backend) (bool, error) {
-			return true, b.(FairQueuer).LeaveQueue(ctx, key, ticket)
+		func(ctx context.Context, _ int, n *node) (bool, error) {
+			_, _, err := n.releaseFair(ctx, key, "", ticket, true, false)
+			return true, err
 		})
-}
-
-// validateFair checks WithFairness against the other options and nodes.
-func (c *config) validateFair(nodes []Backend) error {
-	if !c.fair {
-		return nil
-	}
-	if c.fencing {
-		return invalidf("WithFairness cannot be combined with WithFencing")
-	}
-	if b := lacking[FairQueuer](nodes); b != nil {
-		return invalidf("WithFairness: node %q (%T) does not implement FairQueuer", b.Name(), b)
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -98,10 +97,7 @@ func (t *transferSlot) free() bool { return !t.busy && !t.gone && t.got == nil }
 // transfer round: a plain lock on one key, without fencing, with
 // hand-off on, every node a Transferrer.
 func (s scope) transferable() bool {
-	if s.what != target(oneKey{}) || s.keys != nil || s.cfg.fencing || s.cfg.noHandoff {
-		return false
-	}
-	return lacking[Transferrer](s.nodes) == nil
+	return s.what == target(oneKey{}) && s.keys == nil && !s.cfg.fencing && !s.cfg.noHandoff
 }
 
 // claim returns the slot of the first waiter in line for key, marked
@@ -280,9 +276,7 @@ func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 // its queue and announces it. Over a node that keeps no queues (it never
 // answers ErrWaitersQueued) s is returned as it is.
 func (s scope) toQueue() scope {
-	if lacking[FairQueuer](s.nodes) == nil {
-		s.what = fairHeld{}
-	}
+	s.what = fairHeld{}
 	return s
 }
 
@@ -295,10 +289,10 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	ttl, drift, clock := ws.cfg.ttl, ws.cfg.drift(), ws.cfg.clock
 	token := newToken(ws.cfg.tokenSuffix)
 	start := clock.Now()
-	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.(Transferrer).Transfer(ctx, l.key, l.token, token, ttl)
+	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, n *node) (bool, error) {
+		return n.transfer(ctx, l.key, l.token, token, ttl)
 	})
-	queued := r.nodesThat(ErrWaitersQueued) // still ours there
+	queued := r.nodesThat(errWaitersQueued) // still ours there
 	left := validity(ttl, clock.Now().Sub(start), drift)
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
 		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start, watched: true,
@@ -326,9 +320,9 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 		rel = s.toQueue()
 	}
 	rr := rel.releaseAll(ctx, l.token)
-	var undo []Backend
+	var undo []*node
 	for i, err := range r.errs {
-		if err != ErrNotHeld && !errors.Is(err, ErrWaitersQueued) {
+		if err != ErrNotHeld && err != errWaitersQueued {
 			undo = append(undo, l.nodes[i])
 		}
 	}

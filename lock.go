@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -18,7 +20,7 @@ type Lock struct {
 	token    string
 	fences   []int64 // one per key, with WithFencing; nil without
 	slot     int     // the semaphore slot it holds, or -1
-	nodes    []Backend
+	nodes    []*node
 	cfg      *config   // the call's, never written to (often its locker's)
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
 	chain    int       // transfers in a row that led to it (handoff.go)
@@ -285,8 +287,8 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	case !start.Before(until):
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
-	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return l.what.extend(ctx, l.scope(), b, l.token, ttl)
+	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, n *node) (bool, error) {
+		return l.what.extend(ctx, l.scope(), n, l.token, ttl)
 	})
 	end := l.cfg.clock.Now()
 	drift := driftFor(ttl, l.cfg.driftFactor)
@@ -309,3 +311,52 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	l.cfg.lines.extended(l.key, l.token, l.until)
 	return nil
 }
+
+// Unlock releases key where it holds token, on every node, as the Unlock
+// of the Lock that token belongs to would: for a process that did not
+// take the lock, such as an operator's tool releasing a crashed job's
+// lock by its token (Lock.Token). It never deletes a key that holds
+// another token. It returns nil when a quorum of the nodes released the
+// key, an error matching ErrNotHeld when too few held token, and one
+// matching ErrUnavailable when too few answered.
+func (r *Redlock) Unlock(ctx context.Context, key, token string) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if token == "" {
+		return invalidf("empty token")
+	}
+	if err := checkKey(r.nodes, key); err != nil {
+		return err
+	}
+	s := scope{key: key, what: oneKey{}, nodes: r.nodes, cfg: &r.cfg}
+	if rr := s.releaseAll(ctx, token); rr.granted < quorum(len(r.nodes)) {
+		return rr.quorumError("release", key, 0)
+	}
+	return nil
+}
+
+// String describes the lock for logs: its key, validity and fencing
+// token. It never shows the lock's token, which is what lets anyone
+// release it.
+func (l *Lock) String() string {
+	s := "redlock.Lock{key " + strconv.Quote(shorten(l.key)) + ", until " + l.Until().Format(time.RFC3339Nano)
+	if l.fences != nil {
+		s += ", fence " + fmt.Sprint(fenceText(l.fences))
+	}
+	return s + "}"
+}
+
+// LogValue is what log/slog records of the lock: its key, validity and
+// fencing token, never its token.
+func (l *Lock) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("key", shorten(l.key)), slog.Time("until", l.Until())}
+	if l.fences != nil {
+		attrs = append(attrs, slog.Any("fence", fenceText(l.fences)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Format prints String for every verb, so that %v, %+v and %#v cannot
+// show the token either.
+func (l *Lock) Format(f fmt.State, _ rune) { fmt.Fprint(f, l.String()) }

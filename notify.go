@@ -320,9 +320,8 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 	// attempt it makes once subscribed (waitOut).
 	s.cfg.lines.join(s.key, w)
 	stops := make([]func(), len(nodes))
-	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
-		n, ok := b.(Notifier)
-		if !ok {
+	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, n *node) (bool, error) {
+		if n.sub == nil {
 			return false, nil
 		}
 		announced := func(payload string) { w.released(i, payload) }

@@ -7,8 +7,8 @@ import (
 )
 
 // The heartbeat. While a lock is held under Do (or taken WithAutoRenew), a
-// goroutine extends it by the TTL every renew interval (WithRenewEvery,
-// default TTL/3), counted from the end of the previous extension. Two
+// goroutine extends it by the TTL every third of the TTL, counted from
+// the end of the previous extension. Two
 // things end the lock early, and both close Lost (and cancel Do's
 // function) at once with a cause matching ErrLockLost:
 //

@@ -10,22 +10,14 @@ import (
 // An Observer is told what a locker's locks go through: acquisitions,
 // contention, extensions, losses, releases and failing nodes. It is how a
 // service gets metrics and logs out of this package, which logs nothing by
-// itself. Set one with WithObserver; SlogObserver adapts a log/slog
+// itself. Set one with WithObserver; SlogObserver logs to a log/slog
 // logger.
 //
-// Observe is called synchronously, on the goroutine doing the work and
-// possibly from several goroutines at once, so it must be safe for
-// concurrent use and quick: a slow Observe delays the lock operation (and,
-// for the heartbeat, eats into the lock's validity).
-type Observer interface {
-	Observe(Event)
-}
-
-// ObserverFunc adapts a function to an Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
+// It is called synchronously, on the goroutine doing the work and possibly
+// from several goroutines at once, so it must be safe for concurrent use
+// and quick: a slow Observer delays the lock operation (and, for the
+// heartbeat, eats into the lock's validity).
+type Observer func(Event)
 
 // EventKind says what an Event reports.
 type EventKind uint8
@@ -94,20 +86,21 @@ type Event struct {
 }
 
 // WithObserver sets the Observer told about every lock operation.
-// Default none: nothing is reported or logged.
+// Default none: nothing is reported or logged. Given to one call, nil
+// silences the locker's observer for that call.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
 // SlogObserver returns an Observer that logs every event to l as a
 // structured record: contention, successful acquisitions, extensions and
 // releases at Debug; failed acquisitions at Info when the lock was busy
 // and Warn otherwise; failed extensions and releases and node errors at
-// Warn; a lost lock at Error. A nil logger is reported as ErrInvalid by
-// the call that receives the option.
-func SlogObserver(l *slog.Logger) Observer { return slogObserver{l} }
+// Warn; a lost lock at Error. A nil l logs to slog.Default(), as it is
+// when each event is logged.
+func SlogObserver(l *slog.Logger) Observer { return slogObserver{l}.observe }
 
 type slogObserver struct{ l *slog.Logger }
 
-func (o slogObserver) Observe(e Event) {
+func (o slogObserver) observe(e Event) {
 	level := slog.LevelDebug
 	switch {
 	case e.Kind == EventLost:
@@ -119,7 +112,11 @@ func (o slogObserver) Observe(e Event) {
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()
-	if !o.l.Enabled(ctx, level) {
+	l := o.l
+	if l == nil {
+		l = slog.Default()
+	}
+	if !l.Enabled(ctx, level) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("key", e.Key), slog.Duration("duration", e.Duration)}
@@ -135,5 +132,5 @@ func (o slogObserver) Observe(e Event) {
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
-	o.l.LogAttrs(ctx, level, "redlock: "+e.Kind.String(), attrs...)
+	l.LogAttrs(ctx, level, "redlock: "+e.Kind.String(), attrs...)
 }
