@@ -4,31 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
-// prepare checks a Lock or Do call's arguments and merges its options
-// into the locker's.
-func (r *Redlock) prepare(ctx context.Context, key string, opts []Option) (scope, error) {
-	if ctx == nil {
-		return scope{}, invalidf("nil context")
-	}
-	if err := checkKey(r.nodes, key); err != nil {
-		return scope{}, err
-	}
-	cfg := r.cfg.forCall(opts)
-	if err := cfg.validate(); err != nil {
-		return scope{}, err
-	}
-	s := scope{key: key, what: oneKey{}, nodes: r.nodes, cfg: cfg}
-	if cfg.fair {
-		s.what = newFairKey(cfg)
-	}
-	return s, nil
-}
-
-// acquire is the strategy engine shared by Single and Redlock: attempt,
+// acquire is the strategy engine of a Lock call: attempt,
 // and on contention or unavailability ask the strategy whether and how
 // long to wait before the next attempt.
 func acquire(ctx context.Context, s scope) (*Lock, error) {
@@ -338,49 +317,13 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 }
 
 // joinsLine reports whether a Lock call should skip its immediate first
-// attempt and join its locker's line for the key: only with hand-off,
-// a Retry strategy that waits (a custom Strategy is not consulted ahead of
-// its time), and someone already in line.
+// attempt and join its locker's line for the key: only with hand-off, a
+// strategy that waits, and someone already in line.
 func joinsLine(cfg *config, key string) bool {
 	// A fair call attempts at once all the same: the attempt queues it on
 	// the nodes, where its place is kept (fair.go), and a release names it
 	// when its turn comes, wherever it stands in the line.
 	return !cfg.fair && waitsForReleases(cfg) && cfg.lines.waiting(key)
-}
-
-// waitsForReleases reports whether a call with cfg, refused, waits with
-// hand-off on and a strategy that waits before its first retry: what
-// standing in line (joinsLine) and subscribing first (subscribesFirst)
-// count on.
-func waitsForReleases(cfg *config) bool {
-	d, ok := cfg.strategy.Backoff(0)
-	return !cfg.noHandoff && ok && d > 0
-}
-
-// handoffSpread bounds the random pause a woken Redlock waiter takes
-// before its attempt when the hand-off gate (gate.go) failed. Waiters of
-// several processes (one per locker, see line) wake on the same release;
-// attempting all at once splits the nodes' votes so that often nobody
-// reaches a quorum and everyone rolls back. Spreading the attempts over
-// about a round trip lets one waiter take every node first; with a herd of
-// seven and no gate, BenchmarkHandoff measured about a quarter off the
-// hand-off time with five nodes. A single node has no votes to split.
-const handoffSpread = time.Millisecond
-
-// spread pauses a woken waiter for a random part of handoffSpread when
-// there are several nodes. It reports false if ctx ended first.
-func spread(ctx context.Context, nodes int) bool {
-	if nodes == 1 {
-		return true
-	}
-	t := time.NewTimer(rand.N(handoffSpread))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // cancelled wraps the last attempt's error when ctx ended while waiting:
@@ -400,27 +343,4 @@ func exhausted(retries, attempts int, last error) error {
 		return &timedOut{attempts: attempts, errs: [2]error{ErrTimeout, last}}
 	}
 	return &gaveUp{attempts: attempts, last: last}
-}
-
-// maxKeyLen bounds a key's length: a key is stored on every node, sent
-// with every command and quoted in errors, and no real lock needs more.
-const maxKeyLen = 1024
-
-// checkKey refuses, before the first attempt, a key that is empty, too
-// long, or that some node cannot hold (a Redis Cluster needs the key's
-// names in one hash slot), so that a bad key fails at once instead of
-// costing a node's vote in every round.
-func checkKey(nodes []*node, key string) error {
-	if key == "" {
-		return invalidf("empty key")
-	}
-	if len(key) > maxKeyLen {
-		return invalidf("key %q is %d bytes, longer than %d", shorten(key), len(key), maxKeyLen)
-	}
-	for _, n := range nodes {
-		if _, err := n.keyOf(key); err != nil {
-			return err
-		}
-	}
-	return nil
 }

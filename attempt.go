@@ -17,8 +17,8 @@ import (
 // whatever the waiter's place in line, so every waiter makes its own
 // attempts within its strategy's delays and ErrTimeout always means that
 // the last one found the key held; (3) with hand-off, when a release wakes
-// the waiter (notify.go): such attempts are extra and do not count as
-// retries.
+// the waiter (notify.go): such attempts count against the strategy's
+// budget like any other (Retry(n) makes at most 1+n attempts).
 type waiter struct {
 	scope
 	ctx context.Context
@@ -37,10 +37,12 @@ type waiter struct {
 	xfer      *transferSlot // a semaphore call's, shared by its slots' waiters; nil for a lock's own
 }
 
+// tokenRandomLen is the length of a token's random part: a UUID's text.
+const tokenRandomLen = 36
+
 // newToken draws the random value one attempt stores under the key, a
 // UUID v4 (tokenRandomLen bytes: 122 random bits from crypto/rand),
-// followed by suffix. It is built in one allocation, where
-// uuid.NewString and a concatenation made two or three.
+// followed by suffix, built in one allocation.
 func newToken(suffix string) string {
 	var u [16]byte
 	rand.Read(u[:])         // never fails (it crashes the program if it cannot read)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/redlock/driver"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/driver"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redistest"

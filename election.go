@@ -28,10 +28,7 @@ var errResigned = errors.New("redlock: leadership resigned")
 
 // tokenSeparator follows the random part of a campaign's token (a UUID,
 // tokenRandomLen bytes); the value comes after it.
-const (
-	tokenSeparator = '|'
-	tokenRandomLen = 36
-)
+const tokenSeparator = '|'
 
 // An Election is one named election over a Redlock: campaigns
 // for its leadership (Campaign), and reads of who leads (Leader,
@@ -52,9 +49,10 @@ type Election struct {
 //
 // opts are lock options for the leadership (WithTTL: the lease, renewed
 // every TTL/3; WithNodeTimeout;
-// WithObserver...). The election sets three itself, overriding any given:
-// WithFencing (the term), WithAutoRenew (the lease renews itself), and the
-// campaign strategy: a retry every TTL/10 with no limit, so only
+// WithObserver...). The election sets four itself, overriding any given:
+// WithFencing (the term), WithAutoRenew (the lease renews itself),
+// WithFairness(false) (campaigns race; none queues), and the campaign
+// strategy: a retry every TTL/10 with no limit, so only
 // Campaign's context ends a campaign, and a release wakes a waiting
 // campaign at once (hand-off, unless WithHandoff(false)). Bad input (a nil
 // locker, an empty name, options that fail validation) is an error

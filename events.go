@@ -85,11 +85,6 @@ type Event struct {
 	Err      error
 }
 
-// WithObserver sets the Observer told about every lock operation.
-// Default none: nothing is reported or logged. Given to one call, nil
-// silences the locker's observer for that call.
-func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
-
 // SlogObserver returns an Observer that logs every event to l as a
 // structured record: contention, successful acquisitions, extensions and
 // releases at Debug; failed acquisitions at Info when the lock was busy

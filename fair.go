@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"crypto/rand"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -21,7 +22,7 @@ import (
 // attempt as a plain SET NX, so an uncontended Lock+Unlock costs what it
 // did without queues. When a quorum of the nodes refuses one of its
 // attempts while its locker holds no lock of the key (each locker
-// records the locks it holds, lines.holds), the holder is another
+// records the locks it holds, lines.held), the holder is another
 // locker's, and the call joins the queues for the rest of the call
 // (joinQueues): its further attempts are fair ones, ordered by the time
 // it was refused. Without this, the releasing process, already running,
@@ -34,7 +35,7 @@ import (
 // a contention: it found the key free) just frees the key, and a call
 // that finds it free then takes it ahead of the queue, once. Calls
 // refused by their own locker's lock stay plain, in their locker's line,
-// and take transfers (handoff.go) as before. A locker remembers, for a
+// and take transfers (handoff.go). A locker remembers, for a
 // TTL, that another locker's lock refused one of its calls that then
 // waited (markContended): its next default call on the key queues from
 // its first attempt, subscribed first (subscribesFirst), as a
@@ -42,7 +43,7 @@ import (
 // refused and a fair one after it; it pays the queue's script, and a
 // subscription, even if it finds the key free. WithFairness queues a
 // call from its first attempt (so it also orders calls that find the
-// key free between a release and the head's attempt); WithoutFairness
+// key free between a release and the head's attempt); WithFairness(false)
 // never queues, the behaviour of plain Redlock clients.
 //
 // Each node keeps, per lock key, a queue of waiting Lock calls (a sorted
@@ -51,19 +52,19 @@ import (
 // hash slot). An entry is a Lock call's ticket (random, drawn once per
 // call) ordered by a score the client sends: the call's start, in
 // microseconds of its wall clock, the same on every node and for every
-// attempt of the call. A fair attempt (FairQueuer.AcquireFair, one
-// script) adds or refreshes the caller's entry, registers the attempt's
+// attempt of the call. A fair attempt (node.acquireFair,
+// acquire_fair.lua) adds or refreshes the caller's entry, registers the attempt's
 // token and TTL as the entry's grant, and sets the key, as SET NX does,
 // only if the key is free and the entry is the queue's head (or the key
 // holds the entry's earlier grant, see below); otherwise it refuses and
 // reports how many entries are ahead.
 //
-// The release of a fair lock (FairQueuer.ReleaseFair) hands the key on in
+// The release of a fair lock (node.releaseFair, release_fair.lua) hands the key on in
 // the same step: having deleted it, it sets it to the head's registered
 // token with the head's TTL (a grant) and announces "grant=" + the head's
 // ticket + " " + that token. Only the head's waiter acts on it (notify.go:
-// the others sleep on; without WithFairness a grant is no release at
-// all), and it takes the lock without a round of its own when a quorum of
+// the others sleep on; to a waiter that is not fair a grant is no
+// release at all), and it takes the lock without a round of its own when a quorum of
 // its nodes granted its latest attempt's token (waiter.claim, below);
 // otherwise its next attempt takes over each grant it finds (the key
 // holds the entry's registered token: it is ours), with its own token.
@@ -72,15 +73,11 @@ import (
 //
 // A grant within the process. When the head is a waiter of the releasing
 // Lock's own locker, the announcement would only travel from the node
-// back to the process that sent the release, and wake its subscriber
-// there as well as the releasing call. Over nodes whose started releases
-// are GrantPendings (goredis's own connection), the release script
-// returns such a grant instead of announcing it, and Unlock hands it to
-// its waiter as each node's reply comes in (finishRelease), as the
-// announcement would have, then yields its processor to the waiter it
-// woke (lines.handGrant). One process, 8 workers, one node: the key held
-// by nobody 162 → 145 µs between two holders (p50), 730 → 746
-// acquisitions/s (BENCHMARKS.md, "A grant within the process"). A waiter
+// back to the process that sent the release. So the release script
+// returns such a grant in its reply instead of announcing it, and the
+// release hands it to its waiter as each node's reply comes in
+// (fairHeld.release), as the announcement would have, then yields its
+// processor to the waiter it woke (lines.handGrant). A waiter
 // that misses it (it was not yet in its locker's line) takes the grant
 // over with its next attempt, which it makes once subscribed, as after a
 // lost announcement; a release whose reply does not come tells the key's
@@ -96,7 +93,7 @@ import (
 // Why the nodes agree: they all order by the same client-given scores, so
 // on a release they name the same head, and at N > 1 fair waiters do not
 // split the votes as racing ones do; they skip the hand-off gate and the
-// random spread before a woken attempt (gate.go, acquire.go), which exist
+// random spread before a woken attempt (gate.go), which exist
 // only against split votes, and always make their first attempt at once
 // (it queues them), whatever their place in their locker's line. A waiter
 // that lost its place on a node (the node granted in a round that fell
@@ -113,7 +110,7 @@ import (
 // died would have held it. A grant keeps the entry at the head (the
 // round may still fall short and be rolled back; the waiter must keep its
 // place); the holder's Unlock removes it with the release, in one step
-// (ReleaseFair), and it expires no later than the key itself would. A
+// (release_fair.lua), and it expires no later than the key itself would. A
 // Lock call that ends without the lock (strategy exhausted, context over)
 // leaves the queue on every node, and one that got the lock by an attempt
 // leaves it on the nodes that did not grant, each in a best-effort round
@@ -143,18 +140,19 @@ import (
 // for its grant (waitsForGrant); if the entries ahead of it expire
 // unannounced (their waiters died), it learns it at its entry's next
 // refresh, not at its next delay.
-// Calls WithoutFairness (and plain Redlock clients of other libraries)
-// use plain SET NX, ignore the queue and can barge in ahead of it, but
-// seldom find the key free while fair waiters are queued. goredis nodes
-// WithReplicaAck do not grant (a grant, set by the releaser's script, is
-// waited for by no replica acknowledgement): their releases only name
-// the head, which acquires itself. Fair locks are never transferred
-// within a locker (handoff.go): the queue, not the locker's line, names
-// the next holder; and a plain lock is not transferred while the queue
-// has an entry (ErrWaitersQueued): its Unlock releases to the head. The queues serve Lock, Do and an election's
-// campaigns; fenced locks (WithFencing) are refused with WithFairness
-// and never join by default, and sets (LockMany), readers and writers,
-// and semaphores ignore them.
+// Calls WithFairness(false) (and plain Redlock clients of other
+// libraries) use plain SET NX, ignore the queue and can barge in ahead of
+// it, but seldom find the key free while fair waiters are queued. Nodes
+// whose driver.Info has ReplicaAck do not grant (a grant, set by the
+// releaser's script, is waited for by no replica acknowledgement): their
+// releases only name the head, which acquires itself. Fair locks are
+// never transferred within a locker (handoff.go): the queue, not the
+// locker's line, names the next holder; and a plain lock is not
+// transferred while the queue has an entry (errWaitersQueued): its Unlock
+// releases to the head. The queues serve Lock and Do; a fenced call
+// queues only WithFairness(true), and an election's campaigns
+// (WithFairness(false)), sets (LockMany), readers and writers, and
+// semaphores ignore them.
 
 // WithFairness(true) makes Lock and Do calls take a free key in the order
 // the calls started, across every locker (process) that uses the key:
@@ -163,8 +161,9 @@ import (
 // queues: every attempt is a plain SET NX, and a free key goes to whichever
 // attempt reaches it first, as with plain Redlock clients. Without either,
 // a call joins the queues once another locker's lock refused it (fair once
-// contended). Fairness is for calls that wait (Retry) with hand-off on; it
-// cannot be combined with WithFencing (ErrInvalid).
+// contended). Fairness is for calls that wait (Retry) with hand-off on. It
+// combines with WithFencing: a fair call's fencing token is issued by the
+// attempt that takes the key.
 func WithFairness(on bool) Option { return func(c *config) { c.fair, c.unfair = on, !on } }
 
 // fairMargin pads an entry's stay beyond the next attempt's expected
@@ -172,7 +171,7 @@ func WithFairness(on bool) Option { return func(c *config) { c.fair, c.unfair = 
 const fairMargin = 10 * time.Millisecond
 
 // fairKey is the mutex on s.key taken through the queue: oneKey whose
-// acquire is AcquireFair with the Lock call's ticket. Unlike oneKey it
+// acquire is node.acquireFair with the Lock call's ticket. Unlike oneKey it
 // carries data (one per Lock call), and it is not oneKey, so a fair lock
 // is never transferred (scope.transferable).
 type fairKey struct {
@@ -292,8 +291,8 @@ func (f *fairKey) plan(cfg *config) {
 //
 // So a waiter further back waits for its grant instead of asking the
 // nodes every time its delay runs out: with 8 processes contending at 5
-// nodes, those refused attempts were most of the nodes' and clients' work
-// (BENCHMARKS.md), on a machine the hand-off shares with them; and it
+// nodes, those refused attempts are most of the nodes' and clients' work,
+// on a machine the hand-off shares with them; and it
 // waits for the delays it lets pass on one timer (lettingPass), rather
 // than waking at each one's end. The cost: when the entries ahead expire
 // unannounced (their waiters died), it notices at its next refresh
@@ -358,8 +357,8 @@ func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 // that may join the queues (mayJoinQueues) does the same, and becomes
 // fair for the whole call, when its locker's call that found the key
 // taken lately was refused by another locker's lock: it queues from its
-// first attempt. Across 8 processes at five nodes the default's
-// hand-off then ran as fast as WithFairness's (BENCHMARKS.md).
+// first attempt, so that across processes the default's hand-off runs as
+// fast as WithFairness's.
 //
 // A fair call that attempts first and is refused subscribes, then makes
 // a second attempt at once (waitOut): a release between the two was not
@@ -367,9 +366,8 @@ func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 // while subscribed: it queues the call, its token is the one a release
 // grants (claim), and, two places or more behind, the waiter waits for
 // its grant from the first delay on (waitsForGrant). So a contended call
-// makes one attempt where it made two: one round per node less per
-// acquisition, a third of the nodes' scripts when 8 processes contend
-// (BENCHMARKS.md). An uncontended call still makes its attempt with no
+// makes one attempt where it would make two: one round per node less per
+// acquisition. An uncontended call still makes its attempt with no
 // subscription, unless its locker found the key taken within the last
 // TTL: then it pays one subscription it did not need, and finding the
 // key free, leaves no news for the next call.
@@ -394,16 +392,16 @@ func (w *waiter) queues() bool {
 
 // joinQueues makes a plain Lock call fair for the rest of the call when
 // a quorum of the nodes refused its latest attempt (a lock holds the key)
-// while its locker held no lock of the key (lines.holds): the holder is
+// while its locker held no lock of the key (lines.own): the holder is
 // then another locker's, and the call would otherwise race that locker's
 // next call for the release (fair once contended, above). Its ticket's
 // score is the time of the decision. A call already subscribed leaves its subscription and its
 // line: the next wait subscribes it again as a fair waiter (to its
 // locker's grants too), and attempts once subscribed. Not for calls
-// WithoutFairness or WithFairness (fair from the start), WithFencing (a
-// fair lock has no fencing token), sets, readers and writers, nor for
-// calls that do not wait with hand-off on (waitsForReleases), nor over a
-// node that is not a FairQueuer.
+// WithFairness(false) or WithFairness(true) (fair from the start),
+// WithFencing, sets, readers and writers, nor for calls that do not wait
+// with hand-off on (waitsForReleases), nor over a node that cannot
+// deliver announcements (everyNodeNotifies).
 func (w *waiter) joinQueues() {
 	if w.sent != w.attempts {
 		return
@@ -431,13 +429,12 @@ func (w *waiter) joinQueues() {
 // refusedByOther reports whether a quorum of the nodes refused the
 // latest attempt (a lock holds the key, not a split vote, leftovers or
 // silent nodes) while no lock of the locker can have been on the nodes
-// (w.ownMay, lines.busy): the holder is another locker's. Checking only
-// that the locker holds none when the refusal is read was not enough: an
-// attempt of another call of the locker may have taken the key and not
-// yet recorded it, or a lock that refused the attempt may have been
-// released since; a call refused so, taken for another locker's waiter,
-// joined the queues and jumped its own locker's line (the hand-off
-// benchmark in one process had such calls in most runs).
+// (w.ownMay, lines.busy): the holder is another locker's. What the
+// locker holds when the refusal is read is not enough: an attempt of
+// another call of the locker may have taken the key and not yet recorded
+// it, or a lock that refused the attempt may have been released since; a
+// call refused so, taken for another locker's waiter, would join the
+// queues and jump its own locker's line.
 func (w *waiter) refusedByOther() bool {
 	refused := 0
 	for _, err := range w.last {
@@ -449,10 +446,10 @@ func (w *waiter) refusedByOther() bool {
 }
 
 // mayJoinQueues reports whether a plain call may become fair
-// (joinQueues, subscribesFirst): not WithoutFairness nor WithFairness
-// (fair from the start), not WithFencing, a Lock of one key (not a set,
-// a reader or a writer) that waits with hand-off on, over nodes that
-// are all FairQueuers.
+// (joinQueues, subscribesFirst): not WithFairness(false) nor
+// WithFairness(true) (fair from the start), not WithFencing, a Lock of
+// one key (not a set, a reader or a writer) that waits with hand-off on,
+// over nodes that all deliver announcements.
 func (w *waiter) mayJoinQueues() bool {
 	return !w.cfg.unfair && !w.cfg.fair && !w.cfg.fencing && w.what == target(oneKey{}) && w.keys == nil &&
 		waitsForReleases(w.cfg) && everyNodeNotifies(w.nodes)
@@ -522,20 +519,34 @@ func (ls *lines) takeContended(key string, now time.Time, byOther bool) bool {
 	return now.Before(c.until)
 }
 
-// claimableLocked reports whether releases granted the fair waiter's
-// latest attempt's token on a quorum of the nodes that refused that
-// attempt (see claim).
-func (w *wakeup) claimableLocked() bool {
-	if w.grantTok == "" { // not a fair waiter, or no attempt since subscribing
-		return false
-	}
-	n := 0
-	for i, g := range w.granted {
-		if g && w.trusted[i] {
-			n++
+// handGrant gives node i's announcement payload, a grant one of this
+// locker's releases made without announcing it (fair.go,
+// fairHeld.release), to the fair waiter of key it names; payload ""
+// to every fair waiter of key in line. Each takes it as it would the announcement (released),
+// outside the locker's lock. Having woken one, the calling goroutine
+// yields its processor (runtime.Gosched), as sync.Mutex's Unlock does
+// for the waiter it hands the mutex to when starving: the woken waiter
+// takes the lock at once instead of after the releasing goroutine's next
+// blocking call, and the key is held by nobody the shorter.
+func (ls *lines) handGrant(key string, i int, payload string) {
+	_, ticket, _ := splitAnnouncement(payload)
+	ls.mu.Lock()
+	var to []*wakeup
+	if l := ls.m[key]; l != nil {
+		for _, w := range l.waiters {
+			if w.ticket != "" && (payload == "" || w.ticket == ticket) {
+				to = append(to, w)
+			}
 		}
 	}
-	return n >= w.quorum
+	ls.mu.Unlock()
+	woke := false
+	for _, w := range to {
+		woke = w.released(i, payload) || woke
+	}
+	if woke {
+		runtime.Gosched()
+	}
 }
 
 // claim returns the lock that releases granted to a fair waiter, when
@@ -553,7 +564,7 @@ func (w *wakeup) claimableLocked() bool {
 // arrive after it. The token is the latest attempt's (a grant of an
 // earlier one is taken over by the next attempt instead): no later
 // attempt of ours can have replaced it, an earlier one delivered late
-// does not take it over (AcquireFair's attempt numbers), and nobody
+// does not take it over (acquire_fair.lua's attempt numbers), and nobody
 // else's script deletes or sets a key that holds it. So the lock is valid
 // until start + TTL − drift, like one acquired by a round that began at
 // start, and exclusion rests on the same quorum of keys.

@@ -203,8 +203,8 @@ func stillWaiting(t *testing.T, ch <-chan lockResult, format string, args ...any
 }
 
 // A refused call stays a plain one, never sending a fair attempt, with
-// WithoutFairness, with WithFencing (a fair lock has no fencing token),
-// with hand-off off, and with a strategy that does not wait; without
+// WithFairness(false), with WithFencing (a fenced call queues only with
+// WithFairness(true)), with hand-off off, and with a strategy that does not wait; without
 // any of them it joins the queues (the control).
 func TestCallsThatDoNotJoinTheQueue(t *testing.T) {
 	rls, fakes, clients := queueLockers(t, 3, 2)

@@ -36,7 +36,7 @@ func TestGateIsChosenByNameNotOrder(t *testing.T) {
 
 // TestWokenWaiterRefusedByTheGateTouchesNoOtherNode: the key is still held
 // on the gate when a waiter is woken; it asks the gate alone. (The key is
-// another locker's: without WithoutFairness the waiter would join the
+// another locker's: without WithFairness(false) the waiter would join the
 // queues, whose waiters need no gate.)
 func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	ms, bs := minis(t, 3)

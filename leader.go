@@ -17,7 +17,7 @@ type Leader struct {
 }
 
 // Leader returns who leads the election now, read from the nodes (one
-// atomic read of the key and its fence counter per node, Peeker, each
+// atomic read of the key and its fence counter per node, peek.lua, each
 // bounded by the per-node timeout):
 //
 //   - a campaign leads when a quorum of the nodes hold its token, and a
@@ -135,7 +135,7 @@ const burstStart = time.Millisecond
 // that fails to decide (ErrUnavailable) sends nothing. Reads happen:
 //
 //   - at once when a node announces a release of the key (pub/sub, on
-//     the nodes that are Notifiers): the leader resigned. Quick reads
+//     the nodes that are driver.Subscribers): the leader resigned. Quick reads
 //     follow, 1 ms apart and doubling, until a new leader is seen or the
 //     delay reaches the poll interval, so the hand-off to a waiting
 //     campaign is seen within a few milliseconds;

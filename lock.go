@@ -223,18 +223,6 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return err
 }
 
-// detached returns ctx without its cancellation and deadline, for the
-// rounds that let go (Unlock, rollback): ctx itself when it has neither
-// (context.Background, or values on it), which saves WithoutCancel's
-// allocation. The deadline is asked first: Done makes a context's
-// channel if nobody asked for it yet (a Lock on the same context did).
-func detached(ctx context.Context) context.Context {
-	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
-		return ctx
-	}
-	return context.WithoutCancel(ctx)
-}
-
 func (l *Lock) release(ctx context.Context, until time.Time) error {
 	r := l.scope().releaseAll(ctx, l.token)
 	if l.watched && l.keys == nil && l.slot == -1 && everyNodeAnswered(r) {
@@ -309,30 +297,6 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 		l.expiry.Reset(l.until.Sub(end))
 	}
 	l.cfg.lines.extended(l.key, l.token, l.until)
-	return nil
-}
-
-// Unlock releases key where it holds token, on every node, as the Unlock
-// of the Lock that token belongs to would: for a process that did not
-// take the lock, such as an operator's tool releasing a crashed job's
-// lock by its token (Lock.Token). It never deletes a key that holds
-// another token. It returns nil when a quorum of the nodes released the
-// key, an error matching ErrNotHeld when too few held token, and one
-// matching ErrUnavailable when too few answered.
-func (r *Redlock) Unlock(ctx context.Context, key, token string) error {
-	if ctx == nil {
-		return invalidf("nil context")
-	}
-	if token == "" {
-		return invalidf("empty token")
-	}
-	if err := checkKey(r.nodes, key); err != nil {
-		return err
-	}
-	s := scope{key: key, what: oneKey{}, nodes: r.nodes, cfg: &r.cfg}
-	if rr := s.releaseAll(ctx, token); rr.granted < quorum(len(r.nodes)) {
-		return rr.quorumError("release", key, 0)
-	}
 	return nil
 }
 

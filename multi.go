@@ -47,7 +47,6 @@ func (r *Redlock) LockMany(ctx context.Context, keys []string, opts ...Option) (
 	return lockScope(ctx, sc)
 }
 
-// doMany is DoMany for both lockers.
 // DoMany is Do on the set of keys LockMany takes: fn runs while every
 // key is held, renewed together, and its context is cancelled if the set
 // is lost.
@@ -116,8 +115,8 @@ func checkKeySet(nodes []*node, set []string) error {
 	return nil
 }
 
-// keySet is the set s.keys, all or nothing: the Backend's MultiLocker
-// methods.
+// keySet is the set s.keys, all or nothing (acquire_many.lua and its
+// kin).
 type keySet struct{}
 
 func (keySet) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
@@ -137,7 +136,7 @@ func (keySet) release(ctx context.Context, s scope, n *node, token string, annou
 }
 
 func (keySet) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
-	return n.extendMany(ctx, s.keys, token, ttl)
+	return n.extendMany(ctx, s.keys, token, ttl, s.cfg.fenceLife)
 }
 
 // notify subscribes to the releases of every key of the set: a release

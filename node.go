@@ -156,13 +156,3 @@ func integers(s *driver.Script, r any, err error) ([]int64, error) {
 	}
 	return out, nil
 }
-
-// shorten returns s, or its start and length when it is long: an error
-// never carries a megabyte key or reply.
-func shorten(s string) string {
-	const keep = 64
-	if len(s) <= 2*keep {
-		return s
-	}
-	return s[:keep] + "…(" + strconv.Itoa(len(s)) + " bytes)"
-}

@@ -33,7 +33,7 @@ type config struct {
 	fenceLife   time.Duration // WithFenceLifetime
 	noHandoff   bool
 	fair        bool // WithFairness (fair.go)
-	unfair      bool // WithoutFairness (fair.go)
+	unfair      bool // WithFairness(false) (fair.go)
 	observer    Observer
 	lines       *lines // the locker's waiters (line.go), shared by copies
 	tokenSuffix string // appended to every attempt's random token (election.go)
@@ -122,7 +122,7 @@ func WithFenceLifetime(d time.Duration) Option { return func(c *config) { c.fenc
 
 // WithHandoff switches release notifications on (the default) or off.
 // With them on, a waiter under the Retry strategy whose nodes support
-// them (see Notifier; the go-redis adapter does) retries as soon as the
+// them (see driver.Subscriber; both adapters' nodes do) retries as soon as the
 // holder releases instead of sleeping out its backoff delay, and the
 // waiters of one locker for a key stand in line in arrival order (a new
 // call joins the line instead of barging in, and a release wakes the
@@ -130,6 +130,11 @@ func WithFenceLifetime(d time.Duration) Option { return func(c *config) { c.fenc
 // difference and for servers where PUBLISH/SUBSCRIBE is disabled: releases
 // then publish nothing.
 func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
+
+// WithObserver sets the Observer told about every lock operation.
+// Default none: nothing is reported or logged. Given to one call, nil
+// silences the locker's observer for that call.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
 // withTokenSuffix makes every attempt's token the random part followed by
 // suffix: a campaign stores its value there, for readers of the key

@@ -15,25 +15,6 @@ import (
 // N is preferred: the extra even node adds cost and no tolerance.
 func quorum(n int) int { return n/2 + 1 }
 
-// scope is what every round of one call shares: the key, the thing locked
-// (target.go), the nodes the round asks, and the call's configuration.
-type scope struct {
-	key   string   // the key, or a set's name (setName) for events and errors
-	keys  []string // a set's keys, canonical; nil for one key
-	what  target
-	nodes []*node
-	cfg   *config
-}
-
-// width is the number of keys, and so of fences, the lock holds.
-func (s scope) width() int { return max(1, len(s.keys)) }
-
-// on returns s asking nodes instead, a subset of its own.
-func (s scope) on(nodes []*node) scope {
-	s.nodes = nodes
-	return s
-}
-
 // nodeCall is one operation on node i.
 type nodeCall func(ctx context.Context, i int, n *node) (bool, error)
 
@@ -167,6 +148,18 @@ func (s scope) releaseAll(ctx context.Context, token string) round {
 		func(ctx context.Context, _ int, n *node) (bool, error) {
 			return s.what.release(ctx, s, n, token, announce)
 		})
+}
+
+// detached returns ctx without its cancellation and deadline, for the
+// rounds that let go (Unlock, rollback): ctx itself when it has neither
+// (context.Background, or values on it), which saves WithoutCancel's
+// allocation. The deadline is asked first: Done makes a context's
+// channel if nobody asked for it yet (a Lock on the same context did).
+func detached(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // callerGaveUp reports whether a node call failed only because the caller

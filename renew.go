@@ -18,7 +18,7 @@ import (
 //     retry into the unknown;
 //   - validity running out before an extension succeeded. This is watched
 //     by its own timer, independently of the extension in flight, so a
-//     node call that hangs (and even a Backend that ignores its context)
+//     node call that hangs (and even an adapter that ignores its context)
 //     cannot keep the holder working past Until.
 //
 // The extension runs on a child goroutine so the loop keeps watching the

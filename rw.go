@@ -83,8 +83,7 @@ func (r *Redlock) doAs(ctx context.Context, what target, key string, fn func(con
 	return doScope(ctx, s, fn)
 }
 
-// prepareRW is prepare for a reader or a writer: every node must be an
-// RWLocker.
+// prepareRW is prepare for a reader or a writer.
 func (r *Redlock) prepareRW(ctx context.Context, what target, key string, opts []Option) (scope, error) {
 	s, err := r.prepare(ctx, key, opts)
 	if err != nil {
@@ -94,7 +93,7 @@ func (r *Redlock) prepareRW(ctx context.Context, what target, key string, opts [
 	return s, nil
 }
 
-// reader is a reader's share of s.key: the RWLocker's read methods.
+// reader is a reader's share of s.key (acquire_read.lua and its kin).
 type reader struct{}
 
 func (reader) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
@@ -117,7 +116,7 @@ func (reader) release(ctx context.Context, s scope, n *node, token string, annou
 }
 
 func (reader) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
-	return n.extendRead(ctx, s.key, token, ttl)
+	return n.extendRead(ctx, s.key, token, ttl, s.cfg.fenceLife)
 }
 
 // notify: a refused reader waits for a writer's release, which announces

@@ -135,7 +135,6 @@ func TestLateReleaseOfAnEarlierAttemptCannotDeleteTheLock(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
-
 // replyLoser is a go-redis Dialer whose connections can lose one reply:
 // after arm, the next reply read is thrown away once it has arrived (so
 // the command ran) and the connection breaks, as when a network loses the

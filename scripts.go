@@ -99,6 +99,9 @@ func queueKeys(k string) []string {
 // releases it to the queue's head instead.
 var errWaitersQueued = errors.New("redlock: Lock calls wait in the key's queue")
 
+// errNoNotifier is the refusal of a node that cannot notify.
+var errNoNotifier = invalidf("node cannot notify")
+
 func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	k, err := n.keyOf(key)
 	if err != nil {
@@ -117,12 +120,14 @@ func (n *node) release(ctx context.Context, key, token string, announce bool) (b
 	return yes(releaseScript, r, err)
 }
 
-func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+// extend pushes a held key's expiry out to ttl from now, and its fence
+// counter's, if it has one, to at least life.
+func (n *node) extend(ctx context.Context, key, token string, ttl, life time.Duration) (bool, error) {
 	k, err := n.keyOf(key)
 	if err != nil {
 		return false, err
 	}
-	r, err := n.Eval(ctx, extendScript, []string{k}, token, ms(ttl))
+	r, err := n.Eval(ctx, extendScript, []string{k, k + fenceSuffix}, token, ms(ttl), ms(life))
 	return yes(extendScript, r, err)
 }
 
@@ -217,12 +222,12 @@ func (n *node) releaseMany(ctx context.Context, keys []string, token string, ann
 	return err == nil && deleted == int64(len(keys)), err
 }
 
-func (n *node) extendMany(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error) {
+func (n *node) extendMany(ctx context.Context, keys []string, token string, ttl, life time.Duration) (bool, error) {
 	ks, err := n.keysOf(keys)
 	if err != nil {
 		return false, err
 	}
-	r, err := n.Eval(ctx, extendManyScript, ks, token, ms(ttl))
+	r, err := n.Eval(ctx, extendManyScript, withFences(ks), token, ms(ttl), ms(life))
 	return yes(extendManyScript, r, err)
 }
 
@@ -265,12 +270,12 @@ func (n *node) releaseRead(ctx context.Context, key, token string, announce bool
 	return yes(releaseReadScript, r, err)
 }
 
-func (n *node) extendRead(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+func (n *node) extendRead(ctx context.Context, key, token string, ttl, life time.Duration) (bool, error) {
 	k, err := n.keyOf(key)
 	if err != nil {
 		return false, err
 	}
-	r, err := n.Eval(ctx, extendReadScript, []string{k, k + readersSuffix}, token, ms(ttl))
+	r, err := n.Eval(ctx, extendReadScript, []string{k, k + readersSuffix, k + fenceSuffix}, token, ms(ttl), ms(life))
 	return yes(extendReadScript, r, err)
 }
 

@@ -47,9 +47,10 @@ import (
 // slots that may have been freed, if the waiter is first in line for
 // them, and one slot still believed held, in turn, for an expiry
 // announces nothing; the last delay of a Retry is followed by an attempt
-// on every slot. Attempting every held slot at every delay cost a full
-// semaphore's waiters a round per permit each time, and a waiter behind
-// others took the permit its locker had woken the first in line for. A
+// on every slot. Attempting every held slot at every delay would cost a
+// full semaphore's waiters a round per permit each time, and let a waiter
+// behind others take the permit its locker had woken the first in line
+// for. A
 // waiter's subscriptions outlive its call only while other calls of the
 // same Semaphore are in flight: the next waiter takes them over instead of
 // subscribing again, and the last call to end stops them (see park).
@@ -385,9 +386,8 @@ func (sw *semWaiter) granted(lock *Lock) *Lock {
 // which the call is first in line, then one slot believed held, in turn
 // (an expired permit is still found within Permits() passes). The last
 // pass of a Retry strategy attempts every slot, so that ErrTimeout still
-// means that every slot was found held; without subscriptions, or under
-// a strategy of the caller's own (not consulted ahead of its time), every
-// pass does.
+// means that every slot was found held; without subscriptions every pass
+// does.
 func (sw *semWaiter) retryPass(n int) (*Lock, error) {
 	if !sw.subscribed() {
 		return sw.pass()
@@ -563,8 +563,8 @@ func (w *waiter) mayBeFree() bool {
 }
 
 // Subscriptions kept between calls. Subscribing to every slot's releases
-// and unsubscribing again cost a waiter about two fifths of the allocations
-// of an acquisition (BenchmarkSemaphore, N=1), and under contention one
+// and unsubscribing again costs a waiter about two fifths of the
+// allocations of an acquisition on one node, and under contention one
 // call's end is soon followed by another call's wait. So a call that ends
 // while others of the semaphore are in flight leaves its lines but keeps
 // its subscriptions, parked, and the next call to wait takes them over

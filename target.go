@@ -9,8 +9,8 @@ import (
 // call (acquire, fenced acquire, fence raise, release, extend, watch)
 // does one operation on each node, and what that operation is depends on
 // the thing locked: one key (Lock: oneKey), a set of keys taken all or
-// nothing (LockMany: keySet, in multi.go), and next a reader's or a
-// writer's share of a key. Quorum, validity, rollback, fencing rounds,
+// nothing (LockMany: keySet, in multi.go), and a reader's or a writer's
+// share of a key (rw.go). Quorum, validity, rollback, fencing rounds,
 // renewal, hand-off and the observer are the same for all of them, so
 // they stay in quorum.go, attempt.go, fence.go, lock.go and notify.go and
 // reach the node only through a target.
@@ -38,6 +38,25 @@ type target interface {
 	notify(ctx context.Context, s scope, n *node, released func(payload string)) (func(), error)
 }
 
+// scope is what every round of one call shares: the key, the thing locked
+// (its target), the nodes the round asks, and the call's configuration.
+type scope struct {
+	key   string   // the key, or a set's name (setName) for events and errors
+	keys  []string // a set's keys, canonical; nil for one key
+	what  target
+	nodes []*node
+	cfg   *config
+}
+
+// width is the number of keys, and so of fences, the lock holds.
+func (s scope) width() int { return max(1, len(s.keys)) }
+
+// on returns s asking nodes instead, a subset of its own.
+func (s scope) on(nodes []*node) scope {
+	s.nodes = nodes
+	return s
+}
+
 // oneKey is the mutex on s.key.
 type oneKey struct{}
 
@@ -60,7 +79,7 @@ func (oneKey) release(ctx context.Context, s scope, n *node, token string, annou
 }
 
 func (oneKey) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
-	return n.extend(ctx, s.key, token, ttl)
+	return n.extend(ctx, s.key, token, ttl, s.cfg.fenceLife)
 }
 
 func (oneKey) notify(ctx context.Context, s scope, n *node, released func(string)) (func(), error) {

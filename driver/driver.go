@@ -19,7 +19,7 @@ import (
 
 // Node is one Redis deployment that counts once toward a quorum: a
 // standalone master, a master found through Sentinel, or a whole Redis
-// Cluster. A Single locker uses one; a Redlock uses several that share
+// Cluster. A locker of one master (NewSingle) uses one; a Redlock uses several that share
 // nothing (no replication between them).
 //
 // Its methods are safe for concurrent use.

@@ -184,7 +184,7 @@ type Config struct {
 	// in the syntax of redis.ParseURL, redis+cluster:// URLs of Redis
 	// Clusters or redis+sentinel:// URLs of masters behind Sentinel (see
 	// the package documentation), any of them with the replica_ack
-	// parameters (ParamReplicaAck). One URL gives a redlock.Single,
+	// parameters (ParamReplicaAck). One URL gives a redlock.NewSingle,
 	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
 	// Load and Open check every URL: its scheme, a host (go-redis would
