@@ -4,34 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
-// prepare checks a Lock or Do call's arguments and merges its options
-// into the locker's.
-func (l *locker) prepare(ctx context.Context, key string, opts []Option) (scope, error) {
-	if ctx == nil {
-		return scope{}, invalidf("nil context")
-	}
-	if key == "" {
-		return scope{}, invalidf("empty key")
-	}
-	if err := checkKey(l.nodes, key); err != nil {
-		return scope{}, err
-	}
-	cfg := l.cfg.forCall(opts)
-	if err := cfg.validate(); err != nil {
-		return scope{}, err
-	}
-	s := scope{key: key, what: oneKey{}, nodes: l.nodes, cfg: cfg}
-	if cfg.fair {
-		s.what = newFairKey(cfg)
-	}
-	return s, cfg.validateNodes(l.nodes)
-}
-
-// acquire is the strategy engine shared by Single and Redlock: attempt,
+// acquire is the strategy engine of a Lock call: attempt,
 // and on contention or unavailability ask the strategy whether and how
 // long to wait before the next attempt.
 func acquire(ctx context.Context, s scope) (*Lock, error) {
@@ -98,7 +74,7 @@ func (w *waiter) run() (*Lock, error) {
 			return nil, cancelled(w.ctx, err)
 		}
 		delay, ok := w.cfg.strategy.Backoff(retry)
-		if !ok {
+		if !ok || !w.mayRetry() {
 			if lock := w.transferred(); lock != nil {
 				return lock, nil
 			}
@@ -118,6 +94,12 @@ func (w *waiter) run() (*Lock, error) {
 		}
 		if w.waitsForGrant(retry) {
 			continue
+		}
+		if !w.mayRetry() {
+			if lock := w.transferred(); lock != nil {
+				return lock, nil
+			}
+			return nil, exhausted(retry+1, w.attempts, err)
 		}
 		if lock, e = w.try(false); e == nil {
 			return lock, nil
@@ -189,7 +171,7 @@ func (w *waiter) inDelay(retry int) {
 func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration, stretch bool) (lock *Lock, woken bool, err error) {
 	if !w.watched && !w.cfg.noHandoff && delay > 0 {
 		w.watched = true
-		if w.watch() && (w.wake.first() || w.queues()) {
+		if w.watch() && (w.wake.first() || w.queues()) && w.mayRetry() {
 			// Subscribed: a release before this point is seen by this
 			// extra attempt, every later one by an announcement. A waiter
 			// behind others of its locker needs none: such a release
@@ -207,6 +189,9 @@ func (w *waiter) waitOut(timer <-chan time.Time, delay time.Duration, stretch bo
 		wake = w.wake.ch
 	}
 	for {
+		if !w.mayRetry() {
+			return nil, false, err // its attempts are spent: it gives up now
+		}
 		select {
 		case <-w.ctx.Done():
 			return nil, false, err
@@ -235,10 +220,24 @@ func (w *waiter) wokenAttempt() (*Lock, error) {
 	if lock := w.transferred(); lock != nil {
 		return lock, nil
 	}
+	if !w.mayRetry() {
+		return nil, nil // waitOut gives up
+	}
 	if w.gate < 0 && w.fair() == nil && !spread(w.ctx, len(w.nodes)) {
 		return nil, nil
 	}
 	return w.try(true)
+}
+
+// mayRetry reports whether the strategy grants the call another attempt:
+// attempt a+1 of a call that made a attempts is retry a-1, whether a delay
+// ran out or a release woke the waiter (see Strategy).
+func (w *waiter) mayRetry() bool {
+	if w.attempts == 0 {
+		return true
+	}
+	_, ok := w.cfg.strategy.Backoff(w.attempts - 1)
+	return ok
 }
 
 // watch subscribes to the key's releases and joins its locker's line
@@ -318,49 +317,13 @@ func (w *waiter) try(woken bool) (*Lock, error) {
 }
 
 // joinsLine reports whether a Lock call should skip its immediate first
-// attempt and join its locker's line for the key: only with hand-off,
-// a Retry strategy that waits (a custom Strategy is not consulted ahead of
-// its time), and someone already in line.
+// attempt and join its locker's line for the key: only with hand-off, a
+// strategy that waits, and someone already in line.
 func joinsLine(cfg *config, key string) bool {
 	// A fair call attempts at once all the same: the attempt queues it on
 	// the nodes, where its place is kept (fair.go), and a release names it
 	// when its turn comes, wherever it stands in the line.
 	return !cfg.fair && waitsForReleases(cfg) && cfg.lines.waiting(key)
-}
-
-// waitsForReleases reports whether a call with cfg, refused, waits with
-// hand-off on and a Retry strategy that waits: what standing in line
-// (joinsLine) and subscribing first (subscribesFirst) count on. A custom
-// Strategy is not consulted ahead of its time.
-func waitsForReleases(cfg *config) bool {
-	r, ok := cfg.strategy.(retry)
-	return !cfg.noHandoff && ok && r.retries > 0 && r.base > 0
-}
-
-// handoffSpread bounds the random pause a woken Redlock waiter takes
-// before its attempt when the hand-off gate (gate.go) failed. Waiters of
-// several processes (one per locker, see line) wake on the same release;
-// attempting all at once splits the nodes' votes so that often nobody
-// reaches a quorum and everyone rolls back. Spreading the attempts over
-// about a round trip lets one waiter take every node first; with a herd of
-// seven and no gate, BenchmarkHandoff measured about a quarter off the
-// hand-off time with five nodes. A single node has no votes to split.
-const handoffSpread = time.Millisecond
-
-// spread pauses a woken waiter for a random part of handoffSpread when
-// there are several nodes. It reports false if ctx ended first.
-func spread(ctx context.Context, nodes int) bool {
-	if nodes == 1 {
-		return true
-	}
-	t := time.NewTimer(rand.N(handoffSpread))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // cancelled wraps the last attempt's error when ctx ended while waiting:
@@ -380,21 +343,4 @@ func exhausted(retries, attempts int, last error) error {
 		return &timedOut{attempts: attempts, errs: [2]error{ErrTimeout, last}}
 	}
 	return &gaveUp{attempts: attempts, last: last}
-}
-
-// checkKey asks the nodes that are KeyCheckers whether they can hold key.
-func checkKey(nodes []Backend, key string) error {
-	for _, b := range nodes {
-		kc, ok := b.(KeyChecker)
-		if !ok {
-			continue
-		}
-		if err := kc.CheckKey(key); err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				err = fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			return fmt.Errorf("node %q cannot hold key %q: %w", b.Name(), key, err)
-		}
-	}
-	return nil
 }

@@ -7,9 +7,12 @@
 -- release_fair.lua);
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] ticket, ARGV[4] score,
 -- ARGV[5] how long the entry stays without a refresh, in ms, ARGV[6] the
--- attempt's number within its Lock call (increasing).
--- Replies 1 if it set the key, otherwise minus the number of entries
--- ahead of ours (0: we are the head).
+-- attempt's number within its Lock call (increasing); for a fenced call,
+-- KEYS[5] the fence counter, ARGV[7] "1" and ARGV[8] the counter's
+-- lifetime in ms.
+-- Replies, if it set the key, 1 or for a fenced call the next fencing
+-- token (fence_lib.lua, >= 1); otherwise minus the number of entries ahead
+-- of ours (0: we are the head).
 --
 -- Expired entries are dropped first, by the server's clock. Our entry is
 -- added or refreshed (the score is the caller's and stable across its
@@ -72,6 +75,9 @@ for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
 	end
 end
 if granted then
+	if ARGV[7] == "1" then
+		return fence_next(KEYS[5], ARGV[8])
+	end
 	return 1
 end
 return -ahead

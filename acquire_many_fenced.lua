@@ -1,9 +1,10 @@
--- Fenced all-or-nothing acquire of a set of keys: AcquireMany and, only
--- when it set the keys, INCR of each key's fence counter, in one atomic
--- step. KEYS[1..n] the lock keys, KEYS[n+1..2n] their fence counters (in
--- the same order; never expire), ARGV[1] token, ARGV[2] TTL in ms.
--- Returns the n new counter values (each >= 1), in key order, or an empty
--- array when any key was held by another token (nothing set).
+-- Fenced all-or-nothing acquire of a set of keys: acquire_many.lua and,
+-- only when it set the keys, each key's next fencing token (fence_lib.lua),
+-- in one atomic step. KEYS[1..n] the lock keys, KEYS[n+1..2n] their fence
+-- counters (in the same order), ARGV[1] token, ARGV[2] TTL in ms, ARGV[3]
+-- the counters' lifetime in ms. Returns the n new tokens (each >= 1), in
+-- key order, or an empty array when any key was held by another token
+-- (nothing set).
 --
 -- Run again while every key holds our token (a resend after a lost reply),
 -- it answers the counters' current values, unchanged: nobody else can have
@@ -31,6 +32,6 @@ if ours > 0 then
 end
 for i = 1, n do
 	redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
-	fences[i] = redis.call("incr", KEYS[n + i])
+	fences[i] = fence_next(KEYS[n + i], ARGV[3])
 end
 return fences

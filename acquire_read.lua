@@ -1,9 +1,10 @@
--- A reader's share of a read-write lock (RWLocker.AcquireRead). KEYS[1]
--- the lock key, KEYS[2] its readers (a sorted set: token -> deadline in
--- ms of the node's clock), KEYS[3] its "writer waiting" mark, KEYS[4] its
--- fence counter; ARGV[1] token, ARGV[2] TTL in ms. Returns the fence
--- counter's current value (>= 0: the generation of the latest fenced
--- writer, never incremented by a reader) when granted, -1 when refused.
+-- A reader's share of a read-write lock. KEYS[1] the lock key, KEYS[2]
+-- its readers (a sorted set: token -> deadline in ms of the node's
+-- clock), KEYS[3] its "writer waiting" mark, KEYS[4] its fence counter;
+-- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] "1" to read the fencing token,
+-- ARGV[4] the counter's lifetime in ms. Returns, when granted, the current
+-- token (fence_lib.lua: the generation of the latest fenced writer, never
+-- incremented by a reader), or 0 when not fenced; -1 when refused.
 --
 -- The lock key holds a writer's token (or a mutex's: they are one and
 -- the same lock), or the marker "redlock:readers" while readers hold,
@@ -18,7 +19,10 @@
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function fence()
-	return tonumber(redis.call("get", KEYS[4]) or "0")
+	if ARGV[3] ~= "1" then
+		return 0
+	end
+	return fence_current(KEYS[4], ARGV[4])
 end
 local v = redis.call("get", KEYS[1])
 if v and v ~= "redlock:readers" then

@@ -17,8 +17,8 @@ import (
 // whatever the waiter's place in line, so every waiter makes its own
 // attempts within its strategy's delays and ErrTimeout always means that
 // the last one found the key held; (3) with hand-off, when a release wakes
-// the waiter (notify.go): such attempts are extra and do not count as
-// retries.
+// the waiter (notify.go): such attempts count against the strategy's
+// budget like any other (Retry(n) makes at most 1+n attempts).
 type waiter struct {
 	scope
 	ctx context.Context
@@ -37,10 +37,12 @@ type waiter struct {
 	xfer      *transferSlot // a semaphore call's, shared by its slots' waiters; nil for a lock's own
 }
 
+// tokenRandomLen is the length of a token's random part: a UUID's text.
+const tokenRandomLen = 36
+
 // newToken draws the random value one attempt stores under the key, a
 // UUID v4 (tokenRandomLen bytes: 122 random bits from crypto/rand),
-// followed by suffix. It is built in one allocation, where
-// uuid.NewString and a concatenation made two or three.
+// followed by suffix, built in one allocation.
 func newToken(suffix string) string {
 	var u [16]byte
 	rand.Read(u[:])         // never fails (it crashes the program if it cannot read)
@@ -75,11 +77,11 @@ func (w *waiter) attempt(token string, gated bool) (*Lock, []error, error) {
 		counters = make([]int64, len(w.nodes)*k)
 	}
 	s := w.scope // captured by value, not w: the waiter stays on Lock's stack
-	call := func(ctx context.Context, i int, b Backend) (bool, error) {
+	call := func(ctx context.Context, i int, n *node) (bool, error) {
 		if counters == nil {
-			return s.what.acquire(ctx, s, b, token)
+			return s.what.acquire(ctx, s, n, token)
 		}
-		return s.what.acquireFenced(ctx, s, b, token, counters[i*k:(i+1)*k])
+		return s.what.acquireFenced(ctx, s, n, token, counters[i*k:(i+1)*k])
 	}
 	r, refused := w.round(call, gated)
 	if refused != nil {
@@ -164,14 +166,14 @@ func (w *waiter) rollback(token string, r round) {
 	if len(w.leftovers) == 0 {
 		return
 	}
-	undo := make([]Backend, len(w.leftovers))
+	undo := make([]*node, len(w.leftovers))
 	for j, lo := range w.leftovers {
 		undo[j] = w.nodes[lo.node]
 	}
 	s, leftovers, announce := w.scope, w.leftovers, !w.cfg.noHandoff // not w: see attempt
 	rr := s.on(undo).fanOut(detached(w.ctx), "release", ErrNotHeld,
-		func(ctx context.Context, j int, b Backend) (bool, error) {
-			return s.what.release(ctx, s, b, leftovers[j].token, announce)
+		func(ctx context.Context, j int, n *node) (bool, error) {
+			return s.what.release(ctx, s, n, leftovers[j].token, announce)
 		})
 	unanswered := w.leftovers[:0]
 	for j, err := range rr.errs {

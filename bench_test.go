@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/driver"
+
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
@@ -23,22 +25,16 @@ var benchNodeCounts = []int{1, 3, 5, 7}
 
 // benchLockers starts 7 servers and calls f with a locker over the first n
 // for every n in benchNodeCounts: Single for one node, Redlock otherwise.
-func benchLockers(b *testing.B, f func(b *testing.B, lk redlock.Locker)) {
+func benchLockers(b *testing.B, f func(b *testing.B, lk *redlock.Redlock)) {
 	c := redistest.Start(b, 7)
-	bs := make([]redlock.Backend, len(c.Servers))
+	bs := make([]driver.Node, len(c.Servers))
 	for i, addr := range c.Addrs() {
 		bs[i] = node(b, redistest.Client(b, addr))
 	}
 	for _, n := range benchNodeCounts {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			opts := []redlock.Option{redlock.WithTTL(10 * time.Second), redlock.WithStrategy(redlock.Reject())}
-			var lk redlock.Locker
-			var err error
-			if n == 1 {
-				lk, err = redlock.NewSingle(bs[0], opts...)
-			} else {
-				lk, err = redlock.New(bs[:n], opts...)
-			}
+			lk, err := redlock.New(bs[:n], opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -48,7 +44,7 @@ func benchLockers(b *testing.B, f func(b *testing.B, lk redlock.Locker)) {
 }
 
 func BenchmarkLockUnlock(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		ctx := context.Background()
 		key := "bench:" + b.Name()
 		b.ReportAllocs()
@@ -64,9 +60,29 @@ func BenchmarkLockUnlock(b *testing.B) {
 	})
 }
 
+// BenchmarkFencedLockUnlock is BenchmarkLockUnlock WithFencing: each
+// acquisition takes a fencing token (and a second round when the nodes'
+// counters disagree).
+func BenchmarkFencedLockUnlock(b *testing.B) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
+		ctx := context.Background()
+		key := "bench:" + b.Name()
+		b.ReportAllocs()
+		for b.Loop() {
+			l, err := lk.Lock(ctx, key, redlock.WithFencing())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkLockUnlockParallel runs 32 goroutines, each on its own key.
 func BenchmarkLockUnlockParallel(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		ctx := context.Background()
 		var id atomic.Int64
 		procs := runtime.GOMAXPROCS(0)
@@ -91,7 +107,7 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 
 // BenchmarkTryLockHeld is a Reject attempt on a held key.
 func BenchmarkTryLockHeld(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		ctx := context.Background()
 		key := "bench:" + b.Name()
 		held, err := lk.Lock(ctx, key)
@@ -109,7 +125,7 @@ func BenchmarkTryLockHeld(b *testing.B) {
 }
 
 func BenchmarkExtend(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		ctx := context.Background()
 		l, err := lk.Lock(ctx, "bench:"+b.Name())
 		if err != nil {

@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"github.com/quorumlock/redlock/driver"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // slowNodes makes every acquire on the nodes advance clk by d, as if the
 // round took that long. The fan-out is concurrent, so only node 0 moves
 // the clock: the round takes d in all.
-func slowNodes(bs []redlock.Backend, clk *fakeClock, d time.Duration) []redlock.Backend {
+func slowNodes(bs []driver.Node, clk *fakeClock, d time.Duration) []driver.Node {
 	nodes, _ := onAcquire(bs, func() { clk.Advance(d) })
 	return nodes
 }

@@ -14,9 +14,9 @@ import (
 // part, tokenSeparator, then the value), so that anyone can read who leads
 // from the nodes (Leader, Observe). docs/election.md has the argument.
 
-// MaxValueLen is the longest value a campaign may announce, in bytes. The
+// maxValueLen is the longest value a campaign may announce, in bytes. The
 // value is part of the lock's token, sent with every extension.
-const MaxValueLen = 1024
+const maxValueLen = 1024
 
 // ErrNoLeader means that no campaign holds the election's key on a quorum
 // of the nodes: nobody leads (the last leader resigned, or its lease
@@ -28,62 +28,49 @@ var errResigned = errors.New("redlock: leadership resigned")
 
 // tokenSeparator follows the random part of a campaign's token (a UUID,
 // tokenRandomLen bytes); the value comes after it.
-const (
-	tokenSeparator = '|'
-	tokenRandomLen = 36
-)
+const tokenSeparator = '|'
 
-// An Election is one named election over a Single or a Redlock: campaigns
+// An Election is one named election over a Redlock: campaigns
 // for its leadership (Campaign), and reads of who leads (Leader,
 // Observe). It holds no state of its own on the client beyond its
 // configuration and is safe for concurrent use; build one per name and
 // share it.
 type Election struct {
 	name  string
-	lk    *locker
+	lk    *Redlock
 	opts  []Option // the caller's options, then the election's own
 	cfg   config   // the merged configuration, for Leader and Observe
 	retry time.Duration
 }
 
-// NewElection returns the election name over l, which must be a *Single
-// or a *Redlock of this package whose nodes implement Fencer and Peeker
-// (the go-redis and rueidis adapters do). The election holds the lock key
+// NewElection returns the election name over l. The election holds the lock key
 // name (and its fence counter, name + ":fence"): use a name no lock of
 // yours uses, with a hash tag on a Redis Cluster node ("{scheduler}").
 //
 // opts are lock options for the leadership (WithTTL: the lease, renewed
-// every WithRenewEvery, default TTL/3; WithNodeTimeout; WithClock;
-// WithObserver...). The election sets three itself, overriding any given:
-// WithFencing (the term), WithAutoRenew (the lease renews itself), and the
-// campaign strategy: a retry every TTL/10 with no limit, so only
+// every TTL/3; WithNodeTimeout;
+// WithObserver...). The election sets four itself, overriding any given:
+// WithFencing (the term), WithAutoRenew (the lease renews itself),
+// WithFairness(false) (campaigns race; none queues), and the campaign
+// strategy: a retry every TTL/10 with no limit, so only
 // Campaign's context ends a campaign, and a release wakes a waiting
 // campaign at once (hand-off, unless WithHandoff(false)). Bad input (a nil
-// or foreign locker, an empty name, nodes without Fencer or Peeker,
-// options that fail validation) is an error matching ErrInvalid.
-func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
-	lk, err := baseOf(l, "NewElection")
-	if err != nil {
-		return nil, err
+// locker, an empty name, options that fail validation) is an error
+// matching ErrInvalid.
+func NewElection(l *Redlock, name string, opts ...Option) (*Election, error) {
+	if l == nil {
+		return nil, invalidf("NewElection: nil locker")
 	}
-	if name == "" {
-		return nil, invalidf("NewElection: empty name")
+	if err := checkKey(l.nodes, name); err != nil {
+		return nil, fmt.Errorf("NewElection: %w", err)
 	}
-	if err := checkKey(lk.nodes, name); err != nil {
-		return nil, err
-	}
-	if b := lacking[Peeker](lk.nodes); b != nil {
-		return nil, invalidf("NewElection: node %q (%T) does not implement Peeker", b.Name(), b)
-	}
-	e := &Election{name: name, lk: lk}
+	e := &Election{name: name, lk: l}
+	lk := l
 	ttl := lk.cfg.with(opts).ttl
 	e.retry = max(ttl/10, time.Millisecond)
-	e.opts = append(append([]Option(nil), opts...), WithFencing(), WithAutoRenew(), WithStrategy(retryForever(e.retry)))
+	e.opts = append(append([]Option(nil), opts...), WithFencing(), WithFairness(false), WithAutoRenew(), WithStrategy(retryForever(e.retry)))
 	e.cfg = lk.cfg.with(e.opts)
 	if err := e.cfg.validate(); err != nil {
-		return nil, fmt.Errorf("NewElection %q: %w", name, err)
-	}
-	if err := e.cfg.validateNodes(lk.nodes); err != nil {
 		return nil, fmt.Errorf("NewElection %q: %w", name, err)
 	}
 	return e, nil
@@ -93,7 +80,7 @@ func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
 func (e *Election) Name() string { return e.name }
 
 // Campaign waits until this caller leads the election, announcing value
-// (non-empty, at most MaxValueLen bytes: who leads, such as a host name
+// (non-empty, at most 1024 bytes: who leads, such as a host name
 // or an address) to the readers of Leader and Observe. It returns once the
 // lock on the election's key is granted, with a fencing token that is the
 // term. Meanwhile it retries every TTL/10, and at once when the leader
@@ -129,8 +116,8 @@ func checkValue(v string) error {
 	switch {
 	case v == "":
 		return invalidf("Campaign: empty value")
-	case len(v) > MaxValueLen:
-		return invalidf("Campaign: value of %d bytes, more than MaxValueLen (%d)", len(v), MaxValueLen)
+	case len(v) > maxValueLen:
+		return invalidf("Campaign: value of %d bytes, more than %d", len(v), maxValueLen)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"testing"
 	"time"
 
@@ -106,21 +107,15 @@ func waitObserved(b *testing.B, events <-chan redlock.Leader, value string) {
 	b.Fatal("Observe ended")
 }
 
-func benchLocker(b *testing.B, bs []redlock.Backend, ttl time.Duration) redlock.Locker {
-	var lk redlock.Locker
-	var err error
-	if len(bs) == 1 {
-		lk, err = redlock.NewSingle(bs[0], redlock.WithTTL(ttl))
-	} else {
-		lk, err = redlock.New(bs, redlock.WithTTL(ttl))
-	}
+func benchLocker(b *testing.B, bs []driver.Node, ttl time.Duration) *redlock.Redlock {
+	lk, err := redlock.New(bs, redlock.WithTTL(ttl))
 	if err != nil {
 		b.Fatal(err)
 	}
 	return lk
 }
 
-func benchElection(b *testing.B, bs []redlock.Backend, ttl time.Duration) *redlock.Election {
+func benchElection(b *testing.B, bs []driver.Node, ttl time.Duration) *redlock.Election {
 	e, err := redlock.NewElection(benchLocker(b, bs, ttl), "{bench}", redlock.WithTTL(ttl))
 	if err != nil {
 		b.Fatal(err)

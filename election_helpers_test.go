@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"io"
 	"slices"
 	"sync"
@@ -25,7 +26,7 @@ var electionKinds = []string{"mini", "real"}
 // servers are the nodes of a test: miniredis (its clock moves only by
 // FastForward) or real redis-server processes.
 type servers struct {
-	bs    []redlock.Backend
+	bs    []driver.Node
 	minis []*miniredis.Miniredis // for miniredis
 	addrs []string               // for redis-server
 }
@@ -46,10 +47,10 @@ func electionNodes(t *testing.T, kind string, n int) servers {
 // expires on the servers: the leader's process died. On miniredis kill
 // moves the servers' clocks past every TTL; on redis-server it closes the
 // nodes' clients, and the lease expires after its TTL.
-func (s servers) killable(t testing.TB) ([]redlock.Backend, func()) {
+func (s servers) killable(t testing.TB) ([]driver.Node, func()) {
 	t.Helper()
 	if s.minis != nil {
-		bs := make([]redlock.Backend, len(s.minis))
+		bs := make([]driver.Node, len(s.minis))
 		for i, m := range s.minis {
 			bs[i] = node(t, redistest.Client(t, m.Addr()))
 		}
@@ -59,7 +60,7 @@ func (s servers) killable(t testing.TB) ([]redlock.Backend, func()) {
 			}
 		}
 	}
-	bs := make([]redlock.Backend, len(s.addrs))
+	bs := make([]driver.Node, len(s.addrs))
 	cs := make([]*redis.Client, len(s.addrs))
 	for i, addr := range s.addrs {
 		cs[i] = redistest.Client(t, addr)
@@ -79,7 +80,7 @@ func (s servers) killable(t testing.TB) ([]redlock.Backend, func()) {
 
 // newElection builds an election named name on its own locker over bs:
 // one locker per campaigner stands for one process.
-func newElection(t *testing.T, bs []redlock.Backend, name string, opts ...redlock.Option) *redlock.Election {
+func newElection(t *testing.T, bs []driver.Node, name string, opts ...redlock.Option) *redlock.Election {
 	t.Helper()
 	e, err := redlock.NewElection(lockerFor(t, bs), name, opts...)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,7 @@ func TestElectionNemesis(t *testing.T) {
 	t.Logf("election nemesis seed %d (replay: %s=%d), duration %v", seed, nemesisSeedEnv, seed, duration)
 	c := redistest.Start(t, 3)
 	nodes := nemesisProxies(t, c.Addrs())
-	direct := make([]redlock.Backend, len(nodes.direct))
+	direct := make([]driver.Node, len(nodes.direct))
 	for i, cl := range nodes.direct {
 		direct[i] = node(t, cl)
 	}

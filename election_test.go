@@ -10,7 +10,6 @@ import (
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/exclusion"
-	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,16 +177,12 @@ func TestElectionCampaignHonoursContext(t *testing.T) {
 func TestElectionBadInput(t *testing.T) {
 	_, bs := minis(t, 3)
 	lk := lockerFor(t, bs)
-	var nilSingle *redlock.Single
-	_, plain := fakenode.WrapAll(bs)
-	plainBs := []redlock.Backend{fakenode.Plain(plain[0]), fakenode.Plain(plain[1]), fakenode.Plain(plain[2])}
+	var nilSingle *redlock.Redlock
 	for name, build := range map[string]func() (*redlock.Election, error){
-		"nil locker":        func() (*redlock.Election, error) { return redlock.NewElection(nil, "x") },
-		"typed nil locker":  func() (*redlock.Election, error) { return redlock.NewElection(nilSingle, "x") },
-		"foreign locker":    func() (*redlock.Election, error) { return redlock.NewElection(struct{ redlock.Locker }{lk}, "x") },
-		"empty name":        func() (*redlock.Election, error) { return redlock.NewElection(lk, "") },
-		"nodes cannot peek": func() (*redlock.Election, error) { return redlock.NewElection(lockerFor(t, plainBs), "x") },
-		"bad option":        func() (*redlock.Election, error) { return redlock.NewElection(lk, "x", redlock.WithTTL(-1)) },
+		"nil locker":       func() (*redlock.Election, error) { return redlock.NewElection(nil, "x") },
+		"typed nil locker": func() (*redlock.Election, error) { return redlock.NewElection(nilSingle, "x") },
+		"empty name":       func() (*redlock.Election, error) { return redlock.NewElection(lk, "") },
+		"bad option":       func() (*redlock.Election, error) { return redlock.NewElection(lk, "x", redlock.WithTTL(-1)) },
 	} {
 		e, err := build()
 		assert.ErrorIs(t, err, redlock.ErrInvalid, name)

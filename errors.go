@@ -49,6 +49,16 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
+// shorten returns s, or its start and length when it is long: an error
+// never carries a megabyte key or reply.
+func shorten(s string) string {
+	const keep = 64
+	if len(s) <= 2*keep {
+		return s
+	}
+	return s[:keep] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // NodeError is what one node said when it did not grant an operation.
 type NodeError struct {
 	Node string // the node's Name, usually its address
@@ -118,7 +128,7 @@ func (e *QuorumError) Unwrap() error {
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s %q: %d of %d nodes agreed, quorum %d", e.Op, e.Key, e.Granted, e.Nodes, e.Quorum)
+	fmt.Fprintf(&b, "redlock: %s %q: %d of %d nodes agreed, quorum %d", e.Op, shorten(e.Key), e.Granted, e.Nodes, e.Quorum)
 	if e.Granted >= e.Quorum {
 		fmt.Fprintf(&b, ", but validity ran out (%v left)", e.Validity)
 	}
@@ -134,10 +144,8 @@ func (e *QuorumError) Error() string {
 }
 
 // The errors a Lock call ends with when its attempts did not take the
-// key. Their text and what they match are those of the fmt.Errorf calls
-// they replace (errors_test.go compares them); each is one allocation
-// where fmt.Errorf made three to five, and the text is built only when
-// read.
+// key. Each is one allocation, and its text is built only when read;
+// errors_test.go checks their text and what they match.
 
 // timedOut: the strategy gave up while the key stayed held. It matches
 // ErrTimeout and whatever the last attempt's error matches.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"log"
 	"log/slog"
 	"os"
@@ -17,8 +18,8 @@ import (
 
 // masters starts n in-process stand-ins for independent Redis masters and
 // returns a Backend for each, with a function that stops them.
-func masters(n int) ([]redlock.Backend, func()) {
-	var nodes []redlock.Backend
+func masters(n int) ([]driver.Node, func()) {
+	var nodes []driver.Node
 	var stops []func()
 	for range n {
 		srv := miniredis.NewMiniRedis()

@@ -40,13 +40,14 @@ func ExampleElection() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("observed: %+v\n", <-changes) // nobody leads yet
+	fmt.Printf("observed: %+v\n", <-changes) // nobody leads yet: no value, term 0
 
 	a, err := election.Campaign(ctx, "host-a")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("observed: %+v\n", <-changes)
+	first := <-changes
+	fmt.Println("observed:", first.Value)
 
 	won := make(chan *redlock.Leadership)
 	go func() {
@@ -62,10 +63,10 @@ func ExampleElection() {
 		log.Fatal(err)
 	}
 	b := <-won
-	fmt.Println("host-b leads, term", b.Term())
+	fmt.Println("host-b leads, with a greater term:", b.Term() > a.Term())
 	for l := range changes {
 		if l.Value == "host-b" {
-			fmt.Printf("observed: %+v\n", l)
+			fmt.Println("observed:", l.Value, l.Term == b.Term())
 			break
 		}
 	}
@@ -74,7 +75,7 @@ func ExampleElection() {
 	}
 	// Output:
 	// observed: {Value: Term:0}
-	// observed: {Value:host-a Term:1}
-	// host-b leads, term 2
-	// observed: {Value:host-b Term:2}
+	// observed: host-a
+	// host-b leads, with a greater term: true
+	// observed: host-b true
 }

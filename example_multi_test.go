@@ -17,7 +17,7 @@ import (
 // nothing, in one order whatever order the caller names the keys in, so
 // two opposite transfers never deadlock; a single-key lock on either
 // account waits for the set.
-func ExampleSingle_DoMany() {
+func ExampleRedlock_DoMany() {
 	srv := miniredis.NewMiniRedis() // stands in for a real Redis master
 	if err := srv.Start(); err != nil {
 		log.Fatal(err)
@@ -38,14 +38,14 @@ func ExampleSingle_DoMany() {
 
 	err = locker.DoMany(ctx, []string{"account:{bank}:9", "account:{bank}:2"}, func(ctx context.Context) error {
 		l, _ := redlock.FromContext(ctx)
-		fmt.Println("holding", l.Keys(), "fences", l.Fences())
+		fmt.Println("holding", l.Keys(), "with", len(l.Fences()), "fencing tokens")
 		_, err := locker.Lock(ctx, "account:{bank}:2")
 		fmt.Println("a single lock on one of them:", errors.Is(err, redlock.ErrNotAcquired))
 		return nil // debit one, credit the other, each write carrying its fence
 	})
 	fmt.Println("done:", err)
 	// Output:
-	// holding [account:{bank}:2 account:{bank}:9] fences [1 1]
+	// holding [account:{bank}:2 account:{bank}:9] with 2 fencing tokens
 	// a single lock on one of them: true
 	// done: <nil>
 }

@@ -15,7 +15,7 @@ import (
 
 // Readers of a report share its key; a writer waits for them, and while
 // it waits new readers wait behind it.
-func ExampleSingle_DoRead() {
+func ExampleRedlock_DoRead() {
 	srv := miniredis.NewMiniRedis() // stands in for a real Redis master
 	if err := srv.Start(); err != nil {
 		log.Fatal(err)
@@ -38,12 +38,11 @@ func ExampleSingle_DoRead() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("writer fence:", w.Fence())
 	_ = w.Unlock(ctx)
 
 	err = locker.DoRead(ctx, "report:42", func(ctx context.Context) error {
 		l, _ := redlock.FromContext(ctx)
-		fmt.Println("reading, the latest writer's generation:", l.Fence())
+		fmt.Println("reading, the latest writer's token:", l.Fence() == w.Fence())
 		other, err := locker.RLock(ctx, "report:42")
 		fmt.Println("a second reader at once:", err == nil)
 		_, err2 := locker.WLock(ctx, "report:42")
@@ -52,8 +51,7 @@ func ExampleSingle_DoRead() {
 	})
 	fmt.Println("done:", err)
 	// Output:
-	// writer fence: 1
-	// reading, the latest writer's generation: 1
+	// reading, the latest writer's token: true
 	// a second reader at once: true
 	// a writer meanwhile: true
 	// done: <nil>

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"log"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // At most two workers call the payment provider at once, over three
 // masters. A permit is the lock of one of the semaphore's slots.
 func ExampleSemaphore() {
-	var nodes []redlock.Backend
+	var nodes []driver.Node
 	for range 3 {
 		srv := miniredis.NewMiniRedis() // stands in for a real Redis master
 		if err := srv.Start(); err != nil {

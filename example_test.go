@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"log"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // The README's quick start, as written: five independent masters, one lock.
 func Example() {
 	ctx := context.Background()
-	var nodes []redlock.Backend
+	var nodes []driver.Node
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"} {
 		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		defer c.Close()
@@ -44,7 +45,7 @@ func Example() {
 	// ... charge the order; finish before lock.Until() ...
 }
 
-func ExampleSingle() {
+func ExampleNewSingle() {
 	srv := miniredis.NewMiniRedis() // stands in for a real Redis master
 	if err := srv.Start(); err != nil {
 		log.Fatal(err)

@@ -1,16 +1,45 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/quorumlock/redlock/driver"
+)
 
 // Internals the external tests (package redlock_test) check directly.
 var (
 	Quorum             = quorum
 	DriftFor           = driftFor
-	GateFor            = gateFor
 	DefaultTTL         = defaultTTL
 	DefaultDriftFactor = defaultDriftFactor
 	NewToken           = newToken
+	ReleaseChannel     = releaseChannel
 )
+
+// The documented bounds.
+const (
+	MaxKeys     = maxKeys
+	MaxPermits  = maxPermits
+	MaxValueLen = maxValueLen
+	MaxKeyLen   = maxKeyLen
+)
+
+// GateFor returns the index of key's gate among nodes.
+func GateFor(key string, nodes []driver.Node) int {
+	ns, err := newNodes(nodes)
+	if err != nil {
+		panic(err)
+	}
+	return gateFor(key, ns)
+}
+
+// QueueKeys returns the names of key's fair queue, of its entries'
+// expiries and of their grants.
+func QueueKeys(key string) (queue, expiries, grants string) {
+	k := queueKeys(key)
+	return k[1], k[2], k[3]
+}
 
 // RaceEnabled: the test binary runs under the race detector (allocation
 // counts are checked only without it).
@@ -59,15 +88,16 @@ func Contended(l Locker, key string) bool {
 // LockerID returns l's id, which begins its fair calls' tickets.
 func LockerID(l Locker) string { return linesOf(l).id }
 
-func linesOf(l Locker) *lines {
-	switch l := l.(type) {
-	case *Single:
-		return l.cfg.lines
-	case *Redlock:
-		return l.cfg.lines
-	}
-	panic("not a locker of this package")
-}
+func linesOf(l Locker) *lines { return l.(*Redlock).cfg.lines }
+
+// Clock is the lockers' time source.
+type Clock = clock
+
+// WithRenewEvery sets the heartbeat's interval instead of TTL/3.
+var WithRenewEvery = withRenewEvery
+
+// WithClock replaces the system clock, for tests.
+func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 
 // HandoffChain bounds consecutive transfers of a key within one locker.
 const HandoffChain = handoffChain
@@ -75,3 +105,36 @@ const HandoffChain = handoffChain
 // LastReleased returns the token l records as its last release of key
 // that every node answered (lines.released), "" if none.
 func LastReleased(l Locker, key string) string { return linesOf(l).lastReleased(key) }
+
+// Ops runs the core's scripts on one node by hand, as a round's call
+// would: what another process's lock, or a waiter that died, leaves.
+type Ops struct{ n *node }
+
+// On returns the Ops of d.
+func On(d driver.Node) Ops {
+	ns, err := newNodes([]driver.Node{d})
+	if err != nil {
+		panic(err)
+	}
+	return Ops{ns[0]}
+}
+
+func (o Ops) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return o.n.acquire(ctx, key, token, ttl)
+}
+
+func (o Ops) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	return o.n.release(ctx, key, token, announce)
+}
+
+func (o Ops) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	return o.n.acquireFenced(ctx, key, token, ttl, defaultFenceLife)
+}
+
+func (o Ops) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
+	return o.n.acquireFair(ctx, key, token, fairAttempt{ttl: ttl, ticket: ticket, score: score, stay: stay, attempt: attempt})
+}
+
+func (o Ops) Peek(ctx context.Context, key string) (string, int64, error) {
+	return o.n.peek(ctx, key)
+}

@@ -3,7 +3,7 @@ package redlock
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -22,7 +22,7 @@ import (
 // attempt as a plain SET NX, so an uncontended Lock+Unlock costs what it
 // did without queues. When a quorum of the nodes refuses one of its
 // attempts while its locker holds no lock of the key (each locker
-// records the locks it holds, lines.holds), the holder is another
+// records the locks it holds, lines.held), the holder is another
 // locker's, and the call joins the queues for the rest of the call
 // (joinQueues): its further attempts are fair ones, ordered by the time
 // it was refused. Without this, the releasing process, already running,
@@ -35,7 +35,7 @@ import (
 // a contention: it found the key free) just frees the key, and a call
 // that finds it free then takes it ahead of the queue, once. Calls
 // refused by their own locker's lock stay plain, in their locker's line,
-// and take transfers (handoff.go) as before. A locker remembers, for a
+// and take transfers (handoff.go). A locker remembers, for a
 // TTL, that another locker's lock refused one of its calls that then
 // waited (markContended): its next default call on the key queues from
 // its first attempt, subscribed first (subscribesFirst), as a
@@ -43,7 +43,7 @@ import (
 // refused and a fair one after it; it pays the queue's script, and a
 // subscription, even if it finds the key free. WithFairness queues a
 // call from its first attempt (so it also orders calls that find the
-// key free between a release and the head's attempt); WithoutFairness
+// key free between a release and the head's attempt); WithFairness(false)
 // never queues, the behaviour of plain Redlock clients.
 //
 // Each node keeps, per lock key, a queue of waiting Lock calls (a sorted
@@ -52,19 +52,19 @@ import (
 // hash slot). An entry is a Lock call's ticket (random, drawn once per
 // call) ordered by a score the client sends: the call's start, in
 // microseconds of its wall clock, the same on every node and for every
-// attempt of the call. A fair attempt (FairQueuer.AcquireFair, one
-// script) adds or refreshes the caller's entry, registers the attempt's
+// attempt of the call. A fair attempt (node.acquireFair,
+// acquire_fair.lua) adds or refreshes the caller's entry, registers the attempt's
 // token and TTL as the entry's grant, and sets the key, as SET NX does,
 // only if the key is free and the entry is the queue's head (or the key
 // holds the entry's earlier grant, see below); otherwise it refuses and
 // reports how many entries are ahead.
 //
-// The release of a fair lock (FairQueuer.ReleaseFair) hands the key on in
+// The release of a fair lock (node.releaseFair, release_fair.lua) hands the key on in
 // the same step: having deleted it, it sets it to the head's registered
 // token with the head's TTL (a grant) and announces "grant=" + the head's
 // ticket + " " + that token. Only the head's waiter acts on it (notify.go:
-// the others sleep on; without WithFairness a grant is no release at
-// all), and it takes the lock without a round of its own when a quorum of
+// the others sleep on; to a waiter that is not fair a grant is no
+// release at all), and it takes the lock without a round of its own when a quorum of
 // its nodes granted its latest attempt's token (waiter.claim, below);
 // otherwise its next attempt takes over each grant it finds (the key
 // holds the entry's registered token: it is ours), with its own token.
@@ -73,15 +73,11 @@ import (
 //
 // A grant within the process. When the head is a waiter of the releasing
 // Lock's own locker, the announcement would only travel from the node
-// back to the process that sent the release, and wake its subscriber
-// there as well as the releasing call. Over nodes whose started releases
-// are GrantPendings (goredis's own connection), the release script
-// returns such a grant instead of announcing it, and Unlock hands it to
-// its waiter as each node's reply comes in (finishRelease), as the
-// announcement would have, then yields its processor to the waiter it
-// woke (lines.handGrant). One process, 8 workers, one node: the key held
-// by nobody 162 → 145 µs between two holders (p50), 730 → 746
-// acquisitions/s (BENCHMARKS.md, "A grant within the process"). A waiter
+// back to the process that sent the release. So the release script
+// returns such a grant in its reply instead of announcing it, and the
+// release hands it to its waiter as each node's reply comes in
+// (fairHeld.release), as the announcement would have, then yields its
+// processor to the waiter it woke (lines.handGrant). A waiter
 // that misses it (it was not yet in its locker's line) takes the grant
 // over with its next attempt, which it makes once subscribed, as after a
 // lost announcement; a release whose reply does not come tells the key's
@@ -97,7 +93,7 @@ import (
 // Why the nodes agree: they all order by the same client-given scores, so
 // on a release they name the same head, and at N > 1 fair waiters do not
 // split the votes as racing ones do; they skip the hand-off gate and the
-// random spread before a woken attempt (gate.go, acquire.go), which exist
+// random spread before a woken attempt (gate.go), which exist
 // only against split votes, and always make their first attempt at once
 // (it queues them), whatever their place in their locker's line. A waiter
 // that lost its place on a node (the node granted in a round that fell
@@ -114,7 +110,7 @@ import (
 // died would have held it. A grant keeps the entry at the head (the
 // round may still fall short and be rolled back; the waiter must keep its
 // place); the holder's Unlock removes it with the release, in one step
-// (ReleaseFair), and it expires no later than the key itself would. A
+// (release_fair.lua), and it expires no later than the key itself would. A
 // Lock call that ends without the lock (strategy exhausted, context over)
 // leaves the queue on every node, and one that got the lock by an attempt
 // leaves it on the nodes that did not grant, each in a best-effort round
@@ -144,126 +140,38 @@ import (
 // for its grant (waitsForGrant); if the entries ahead of it expire
 // unannounced (their waiters died), it learns it at its entry's next
 // refresh, not at its next delay.
-// Calls WithoutFairness (and plain Redlock clients of other libraries)
-// use plain SET NX, ignore the queue and can barge in ahead of it, but
-// seldom find the key free while fair waiters are queued. goredis nodes
-// WithReplicaAck do not grant (a grant, set by the releaser's script, is
-// waited for by no replica acknowledgement): their releases only name
-// the head, which acquires itself. Fair locks are never transferred
-// within a locker (handoff.go): the queue, not the locker's line, names
-// the next holder; and a plain lock is not transferred while the queue
-// has an entry (ErrWaitersQueued): its Unlock releases to the head. The queues serve Lock, Do and an election's
-// campaigns; fenced locks (WithFencing) are refused with WithFairness
-// and never join by default, and sets (LockMany), readers and writers,
-// and semaphores ignore them.
+// Calls WithFairness(false) (and plain Redlock clients of other
+// libraries) use plain SET NX, ignore the queue and can barge in ahead of
+// it, but seldom find the key free while fair waiters are queued. Nodes
+// whose driver.Info has ReplicaAck do not grant (a grant, set by the
+// releaser's script, is waited for by no replica acknowledgement): their
+// releases only name the head, which acquires itself. Fair locks are
+// never transferred within a locker (handoff.go): the queue, not the
+// locker's line, names the next holder; and a plain lock is not
+// transferred while the queue has an entry (errWaitersQueued): its Unlock
+// releases to the head. The queues serve Lock and Do; a fenced call
+// queues only WithFairness(true), and an election's campaigns
+// (WithFairness(false)), sets (LockMany), readers and writers, and
+// semaphores ignore them.
 
-// FairQueuer is the optional capability of a Backend that keeps the
-// queues. New, NewSingle and Lock refuse WithFairness over a node that
-// is not a FairQueuer, with ErrInvalid; without WithFairness, calls over
-// such nodes never join a queue.
-type FairQueuer interface {
-	// AcquireFair first drops the key's queue entries whose expiry (node
-	// time) has passed, then adds ticket to the queue with score (or
-	// refreshes it: the score is replaced, the expiry set to now + stay)
-	// and registers token and ttl as what a release grants the entry,
-	// unless a call with a greater attempt (the attempt's number within
-	// its Lock call) registered already. If key does not exist and ticket
-	// is then the queue's head (lowest score; equal scores in ticket
-	// order), or key holds the token registered for ticket by a smaller
-	// attempt (a release granted it), it
-	// sets key to token with the TTL and reports true; the entry stays (a
-	// round that falls short of a quorum is rolled back with Release, and
-	// the waiter keeps its place), until ReleaseFair, LeaveQueue or its
-	// expiry removes it. Otherwise it reports false and the number of
-	// entries ahead of ticket. One atomic step (FairLua.Acquire); a key
-	// that holds anyone else's token is never set.
-	AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (ok bool, ahead int64, err error)
-
-	// LeaveQueue removes ticket from key's queue, if there, and deletes
-	// key if it holds the token a release granted to ticket, handing it
-	// on as ReleaseFair does (FairLua.Release without a token, announced).
-	LeaveQueue(ctx context.Context, key, ticket string) error
-
-	// ReleaseFair removes ticket from key's queue and deletes key if it
-	// holds token or the token a release granted to ticket, in one step
-	// (FairLua.Release). Having deleted it, it hands the key on to the
-	// queue's head: it sets key to the token the head registered, with
-	// its TTL, and announces "grant=" + the head's ticket + " " + that
-	// token; or, when the node cannot vouch for such a grant (goredis
-	// WithReplicaAck: an acquisition must wait for the replicas), it
-	// only names the head: "next=" + ticket + " " + token. Either goes to
-	// the head's locker's channel (NotifyGrants) when its ticket names
-	// one, else to the key's. With no head it announces as Release does.
-	// With announce false (hand-off off) it neither grants nor announces:
-	// the head takes the free key with its next attempt.
-	ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error)
-
-	// NotifyGrants is Notify for a fair waiter: it calls granted with
-	// the announcements on the key's release channel, as Notify does, and
-	// with those of ReleaseFair and LeaveQueue that grant the key to, or
-	// name, a ticket that begins with locker + ".", which go to that
-	// locker's channel alone, GrantChannel(key, locker), so that only the
-	// process the next holder runs in hears them. It subscribes both
-	// channels in one round (a fair waiter pays one subscription per
-	// node, not two) and returns once both are active.
-	NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error)
-}
-
-// GrantChannel is the channel on which a fair release announces a grant
-// to, or names, a waiter of locker: ReleaseChannel(key) + ":" + locker
-// (with Redis Cluster, of the mapped key, so it hashes to its slot).
-func GrantChannel(key, locker string) string { return ReleaseChannel(key) + ":" + locker }
-
-// QueueKeys returns the names of key's queue, of its entries' expiries
-// and of their grants, the keys FairLua's scripts take after the lock
-// key.
-func QueueKeys(key string) (queue, expiries, grants string) {
-	return key + ":queue", key + ":queue:exp", key + ":queue:grant"
-}
-
-var (
-	//go:embed acquire_fair.lua
-	acquireFairLua string
-	//go:embed release_fair.lua
-	releaseFairLua string
-)
-
-// FairLua holds the scripts of FairQueuer, as Lua holds the others':
-//
-//   - Acquire: KEYS[1] lock key, KEYS[2], KEYS[3] and KEYS[4] its queue,
-//     expiries and grants (QueueKeys); ARGV[1] token, ARGV[2] TTL in ms,
-//     ARGV[3] ticket, ARGV[4] score, ARGV[5] stay in ms, ARGV[6] attempt.
-//     Replies 1 if it set the key, otherwise minus the number of entries
-//     ahead of the ticket.
-//   - Release: KEYS as Acquire's; ARGV[1] token ("" to leave the queue
-//     without a lock), ARGV[2] announce flag (as Lua.Release), ARGV[3]
-//     ticket, ARGV[4] "1" to grant the key to the next waiter, "0" to
-//     name it only. Replies 1 if it deleted the key, 0 otherwise.
-var FairLua = struct{ Acquire, Release string }{acquireFairLua, releaseFairLua}
-
-// WithFairness makes Lock and Do calls take a free key in the order the
-// calls started, across every locker (process) that uses it for the key:
-// see FairQueuer and the package notes in fair.go. Without it a call
-// joins the same queues once it finds the key held by another locker
-// (fair once contended); with it, from its first attempt. Every node must
-// be a FairQueuer (both adapters are). It is meant for calls that wait
-// (Retry) with hand-off on; it cannot be combined with WithFencing
-// (ErrInvalid).
-func WithFairness() Option { return func(c *config) { c.fair, c.unfair = true, false } }
-
-// WithoutFairness makes Lock and Do calls never join the queues: every
-// attempt is a plain SET NX, and a free key goes to whichever attempt
-// reaches it first. Without either option a call joins the queues once
-// the key proved taken by another locker (see "Fair once contended" in
-// fair.go); of WithFairness and WithoutFairness the later one given wins.
-func WithoutFairness() Option { return func(c *config) { c.fair, c.unfair = false, true } }
+// WithFairness(true) makes Lock and Do calls take a free key in the order
+// the calls started, across every locker (process) that uses the key:
+// each call joins the key's queue on the nodes from its first attempt
+// (see the notes above). WithFairness(false) makes calls never join the
+// queues: every attempt is a plain SET NX, and a free key goes to whichever
+// attempt reaches it first, as with plain Redlock clients. Without either,
+// a call joins the queues once another locker's lock refused it (fair once
+// contended). Fairness is for calls that wait (Retry) with hand-off on. It
+// combines with WithFencing: a fair call's fencing token is issued by the
+// attempt that takes the key.
+func WithFairness(on bool) Option { return func(c *config) { c.fair, c.unfair = on, !on } }
 
 // fairMargin pads an entry's stay beyond the next attempt's expected
 // time, for scheduling delays.
 const fairMargin = 10 * time.Millisecond
 
 // fairKey is the mutex on s.key taken through the queue: oneKey whose
-// acquire is AcquireFair with the Lock call's ticket. Unlike oneKey it
+// acquire is node.acquireFair with the Lock call's ticket. Unlike oneKey it
 // carries data (one per Lock call), and it is not oneKey, so a fair lock
 // is never transferred (scope.transferable).
 type fairKey struct {
@@ -286,49 +194,29 @@ func newFairKey(cfg *config) *fairKey {
 	return &fairKey{ticket: cfg.lines.id + "." + rand.Text(), score: cfg.clock.Now().UnixMicro()}
 }
 
-func (f *fairKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	return f.counted(b.(FairQueuer).AcquireFair(ctx, s.key, token, s.cfg.ttl, f.ticket, f.score, f.stay, f.attempt))
+func (f *fairKey) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
+	return f.counted(n.acquireFair(ctx, s.key, token, f.sent(s.cfg, 0)))
 }
 
-// splits: a fair call's rounds (its attempts, and plain rollbacks) run as
-// started calls over nodes that are all FairStarters (scope.split).
-func (*fairKey) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
-
-// splits: so do the release and extend of a lock taken through the queue.
-func (fairHeld) splits(op string, nodes []Backend) bool { return fairSplits(op, nodes) }
-
-func fairSplits(op string, nodes []Backend) bool {
-	return (op == "acquire" || op == "release" || op == "extend") && lacking[FairStarter](nodes) == nil
+// acquireFenced is a fenced call's fair attempt: granted, the node issues
+// the next fencing token in the same step.
+func (f *fairKey) acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	ok, v, err := n.acquireFair(ctx, s.key, token, f.sent(s.cfg, s.cfg.fenceLife))
+	if ok {
+		fences[0] = v
+		return true, nil
+	}
+	return f.counted(ok, v, err)
 }
 
-// AcquireFair starts the node's AcquireFair; split allows it only over
-// FairStarters. Its answer, known at finish, goes through the fairKey's
-// count (fairKey.counted) there.
-func (d *starting) AcquireFair(ctx context.Context, key, token string, ttl time.Duration, ticket string, score int64, stay time.Duration, attempt int64) (bool, int64, error) {
-	d.fp = d.Backend.(FairStarter).StartAcquireFair(ctx, key, token, ttl, ticket, score, stay, attempt)
-	return false, 0, nil
-}
-
-// ReleaseFair starts the node's ReleaseFair; split allows it only over
-// FairStarters.
-func (d *starting) ReleaseFair(ctx context.Context, key, token, ticket string, announce bool) (bool, error) {
-	d.p = d.Backend.(FairStarter).StartReleaseFair(ctx, key, token, ticket, announce)
-	return false, nil
-}
-
-// LeaveQueue and NotifyGrants, never in a split round, go to the node:
-// with them the stand-in is a FairQueuer, as its node.
-func (d *starting) LeaveQueue(ctx context.Context, key, ticket string) error {
-	return d.Backend.(FairQueuer).LeaveQueue(ctx, key, ticket)
-}
-
-func (d *starting) NotifyGrants(ctx context.Context, key, locker string, granted func(payload string)) (func(), error) {
-	return d.Backend.(FairQueuer).NotifyGrants(ctx, key, locker, granted)
+// sent is what the latest attempt sends, with a fence counter's life for
+// a fenced call.
+func (f *fairKey) sent(cfg *config, life time.Duration) fairAttempt {
+	return fairAttempt{ttl: cfg.ttl, ticket: f.ticket, score: f.score, stay: f.stay, attempt: f.attempt, life: life}
 }
 
 // counted returns a node's answer to an attempt, counting the node in
-// behind if it found two entries or more ahead (a started call's answer
-// comes at its finish: fanOutStarted).
+// behind if it found two entries or more ahead.
 func (f *fairKey) counted(ok bool, ahead int64, err error) (bool, error) {
 	if err == nil && !ok && ahead > 1 {
 		f.behind.Add(1)
@@ -337,41 +225,32 @@ func (f *fairKey) counted(ok bool, ahead int64, err error) (bool, error) {
 }
 
 // notify subscribes a fair waiter to the key's releases and to its
-// locker's grant channel, where a fair release addresses the grant
-// (FairQueuer.NotifyGrants, one subscription for both).
-func (f *fairKey) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
-	return n.(FairQueuer).NotifyGrants(ctx, s.key, s.cfg.lines.id, released)
+// locker's grant channel, where a fair release addresses the grant, in
+// one subscription.
+func (f *fairKey) notify(ctx context.Context, s scope, n *node, released func(string)) (func(), error) {
+	return n.notify(ctx, []string{s.key}, s.cfg.lines.id, released)
 }
 
 // fairHeld is the target of a lock taken through the queue: its release
-// also removes the Lock call's queue entry (ReleaseFair). The waiter's
-// rollbacks use fairKey's, plain Release, which keeps the entry.
+// also removes the Lock call's queue entry (release_fair.lua). The
+// waiter's rollbacks use fairKey's, plain release, which keeps the entry.
 type fairHeld struct {
 	oneKey
 	ticket string
 }
 
-func (f fairHeld) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
-	return b.(FairQueuer).ReleaseFair(ctx, s.key, token, f.ticket, announce)
-}
-
-// finishRelease finishes node i's started release of a fair lock
-// (releaseFinisher) and hands its answer to the locker's own waiters for
-// the key (a grant within the process, above): a grant the node returned
-// instead of announcing it (GrantPending) goes to the waiter it names, as
-// its announcement would have. When the release's outcome is unknown
-// (an error), the node may have granted one of them without a word, and
-// the key's fair waiters in the locker's line are told so (payload "",
-// as when a node's subscription was re-established), so that the first
-// of them attempts, and an attempt takes over a grant it finds.
-func (fairHeld) finishRelease(s scope, i int, p Pending) (bool, error) {
-	g, ok := p.(GrantPending)
-	if !ok {
-		return p.Finish()
-	}
-	ok, grant, err := g.FinishGrant()
+// release releases the fair lock and hands the key on to the queue's
+// head. A grant to a waiter of this locker comes back in the node's reply
+// instead of being announced, and goes to that waiter as its announcement
+// would have (a grant within the process, above). When the release's
+// outcome is unknown (an error), the node may have granted one of them
+// without a word, and the key's fair waiters in the locker's line are
+// told so (payload "", as when a subscription was re-established): the
+// first of them attempts, and an attempt takes over a grant it finds.
+func (f fairHeld) release(ctx context.Context, s scope, n *node, token string, announce bool) (bool, error) {
+	ok, grant, err := n.releaseFair(ctx, s.key, token, f.ticket, announce, announce)
 	if grant != "" || err != nil {
-		s.cfg.lines.handGrant(s.key, i, grant)
+		s.cfg.lines.handGrant(s.key, n.index, grant)
 	}
 	return ok, err
 }
@@ -383,8 +262,8 @@ func (f *fairKey) plan(cfg *config) {
 	next := 2 * f.delay
 	if f.delay <= 0 {
 		next = cfg.ttl
-		if r, ok := cfg.strategy.(retry); ok {
-			next = r.base
+		if d, ok := cfg.strategy.Backoff(0); ok {
+			next = d
 		}
 	}
 	f.stay = min(max(next, 0)+2*cfg.timeout()+fairMargin, cfg.ttl)
@@ -412,8 +291,8 @@ func (f *fairKey) plan(cfg *config) {
 //
 // So a waiter further back waits for its grant instead of asking the
 // nodes every time its delay runs out: with 8 processes contending at 5
-// nodes, those refused attempts were most of the nodes' and clients' work
-// (BENCHMARKS.md), on a machine the hand-off shares with them; and it
+// nodes, those refused attempts are most of the nodes' and clients' work,
+// on a machine the hand-off shares with them; and it
 // waits for the delays it lets pass on one timer (lettingPass), rather
 // than waking at each one's end. The cost: when the entries ahead expire
 // unannounced (their waiters died), it notices at its next refresh
@@ -443,9 +322,6 @@ func nextPassed(s Strategy, n int, end, due time.Time) (time.Duration, bool) {
 func (w *waiter) grantDue() (time.Time, bool) {
 	f := w.fair()
 	if f == nil || w.wake == nil || !w.wake.listening() || int(f.behind.Load()) < quorum(len(w.nodes)) {
-		return time.Time{}, false
-	}
-	if _, ok := w.cfg.strategy.(retry); !ok { // a custom Strategy is not consulted ahead of its time
 		return time.Time{}, false
 	}
 	return f.start.Add(f.stay - w.cfg.timeout() - fairMargin), true
@@ -481,8 +357,8 @@ func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 // that may join the queues (mayJoinQueues) does the same, and becomes
 // fair for the whole call, when its locker's call that found the key
 // taken lately was refused by another locker's lock: it queues from its
-// first attempt. Across 8 processes at five nodes the default's
-// hand-off then ran as fast as WithFairness's (BENCHMARKS.md).
+// first attempt, so that across processes the default's hand-off runs as
+// fast as WithFairness's.
 //
 // A fair call that attempts first and is refused subscribes, then makes
 // a second attempt at once (waitOut): a release between the two was not
@@ -490,9 +366,8 @@ func (w *waiter) lettingPass(retry int, end time.Time) (int, time.Time) {
 // while subscribed: it queues the call, its token is the one a release
 // grants (claim), and, two places or more behind, the waiter waits for
 // its grant from the first delay on (waitsForGrant). So a contended call
-// makes one attempt where it made two: one round per node less per
-// acquisition, a third of the nodes' scripts when 8 processes contend
-// (BENCHMARKS.md). An uncontended call still makes its attempt with no
+// makes one attempt where it would make two: one round per node less per
+// acquisition. An uncontended call still makes its attempt with no
 // subscription, unless its locker found the key taken within the last
 // TTL: then it pays one subscription it did not need, and finding the
 // key free, leaves no news for the next call.
@@ -517,16 +392,16 @@ func (w *waiter) queues() bool {
 
 // joinQueues makes a plain Lock call fair for the rest of the call when
 // a quorum of the nodes refused its latest attempt (a lock holds the key)
-// while its locker held no lock of the key (lines.holds): the holder is
+// while its locker held no lock of the key (lines.own): the holder is
 // then another locker's, and the call would otherwise race that locker's
 // next call for the release (fair once contended, above). Its ticket's
 // score is the time of the decision. A call already subscribed leaves its subscription and its
 // line: the next wait subscribes it again as a fair waiter (to its
 // locker's grants too), and attempts once subscribed. Not for calls
-// WithoutFairness or WithFairness (fair from the start), WithFencing (a
-// fair lock has no fencing token), sets, readers and writers, nor for
-// calls that do not wait with hand-off on (waitsForReleases), nor over a
-// node that is not a FairQueuer.
+// WithFairness(false) or WithFairness(true) (fair from the start),
+// WithFencing, sets, readers and writers, nor for calls that do not wait
+// with hand-off on (waitsForReleases), nor over a node that cannot
+// deliver announcements (everyNodeNotifies).
 func (w *waiter) joinQueues() {
 	if w.sent != w.attempts {
 		return
@@ -554,13 +429,12 @@ func (w *waiter) joinQueues() {
 // refusedByOther reports whether a quorum of the nodes refused the
 // latest attempt (a lock holds the key, not a split vote, leftovers or
 // silent nodes) while no lock of the locker can have been on the nodes
-// (w.ownMay, lines.busy): the holder is another locker's. Checking only
-// that the locker holds none when the refusal is read was not enough: an
-// attempt of another call of the locker may have taken the key and not
-// yet recorded it, or a lock that refused the attempt may have been
-// released since; a call refused so, taken for another locker's waiter,
-// joined the queues and jumped its own locker's line (the hand-off
-// benchmark in one process had such calls in most runs).
+// (w.ownMay, lines.busy): the holder is another locker's. What the
+// locker holds when the refusal is read is not enough: an attempt of
+// another call of the locker may have taken the key and not yet recorded
+// it, or a lock that refused the attempt may have been released since; a
+// call refused so, taken for another locker's waiter, would join the
+// queues and jump its own locker's line.
 func (w *waiter) refusedByOther() bool {
 	refused := 0
 	for _, err := range w.last {
@@ -572,13 +446,26 @@ func (w *waiter) refusedByOther() bool {
 }
 
 // mayJoinQueues reports whether a plain call may become fair
-// (joinQueues, subscribesFirst): not WithoutFairness nor WithFairness
-// (fair from the start), not WithFencing, a Lock of one key (not a set,
-// a reader or a writer) that waits with hand-off on, over nodes that
-// are all FairQueuers.
+// (joinQueues, subscribesFirst): not WithFairness(false) nor
+// WithFairness(true) (fair from the start), not WithFencing, a Lock of
+// one key (not a set, a reader or a writer) that waits with hand-off on,
+// over nodes that all deliver announcements.
 func (w *waiter) mayJoinQueues() bool {
 	return !w.cfg.unfair && !w.cfg.fair && !w.cfg.fencing && w.what == target(oneKey{}) && w.keys == nil &&
-		waitsForReleases(w.cfg) && lacking[FairQueuer](w.nodes) == nil
+		waitsForReleases(w.cfg) && everyNodeNotifies(w.nodes)
+}
+
+// everyNodeNotifies reports whether every node delivers announcements: a
+// call joins the queues by default only then, since a release grants the
+// key to the queue's head, and a head that cannot hear it takes the key
+// only at its next attempt.
+func everyNodeNotifies(nodes []*node) bool {
+	for _, n := range nodes {
+		if n.sub == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // markContended records, for a call queued in the nodes' queues whose
@@ -632,20 +519,34 @@ func (ls *lines) takeContended(key string, now time.Time, byOther bool) bool {
 	return now.Before(c.until)
 }
 
-// claimableLocked reports whether releases granted the fair waiter's
-// latest attempt's token on a quorum of the nodes that refused that
-// attempt (see claim).
-func (w *wakeup) claimableLocked() bool {
-	if w.grantTok == "" { // not a fair waiter, or no attempt since subscribing
-		return false
-	}
-	n := 0
-	for i, g := range w.granted {
-		if g && w.trusted[i] {
-			n++
+// handGrant gives node i's announcement payload, a grant one of this
+// locker's releases made without announcing it (fair.go,
+// fairHeld.release), to the fair waiter of key it names; payload ""
+// to every fair waiter of key in line. Each takes it as it would the announcement (released),
+// outside the locker's lock. Having woken one, the calling goroutine
+// yields its processor (runtime.Gosched), as sync.Mutex's Unlock does
+// for the waiter it hands the mutex to when starving: the woken waiter
+// takes the lock at once instead of after the releasing goroutine's next
+// blocking call, and the key is held by nobody the shorter.
+func (ls *lines) handGrant(key string, i int, payload string) {
+	_, ticket, _ := splitAnnouncement(payload)
+	ls.mu.Lock()
+	var to []*wakeup
+	if l := ls.m[key]; l != nil {
+		for _, w := range l.waiters {
+			if w.ticket != "" && (payload == "" || w.ticket == ticket) {
+				to = append(to, w)
+			}
 		}
 	}
-	return n >= w.quorum
+	ls.mu.Unlock()
+	woke := false
+	for _, w := range to {
+		woke = w.released(i, payload) || woke
+	}
+	if woke {
+		runtime.Gosched()
+	}
 }
 
 // claim returns the lock that releases granted to a fair waiter, when
@@ -663,13 +564,15 @@ func (w *wakeup) claimableLocked() bool {
 // arrive after it. The token is the latest attempt's (a grant of an
 // earlier one is taken over by the next attempt instead): no later
 // attempt of ours can have replaced it, an earlier one delivered late
-// does not take it over (AcquireFair's attempt numbers), and nobody
+// does not take it over (acquire_fair.lua's attempt numbers), and nobody
 // else's script deletes or sets a key that holds it. So the lock is valid
 // until start + TTL − drift, like one acquired by a round that began at
 // start, and exclusion rests on the same quorum of keys.
 func (w *waiter) claim() *Lock {
 	f := w.fair()
-	if f == nil || w.wake == nil {
+	if f == nil || w.wake == nil || w.cfg.fencing {
+		// A fenced call's token is issued by its own attempt, which
+		// takes the grants over (acquire_fair.lua).
 		return nil
 	}
 	w.wake.mu.Lock()
@@ -715,21 +618,8 @@ func (w *waiter) leaveQueue(ctx context.Context, lock *Lock) {
 	}
 	key, ticket := w.key, f.ticket // the closure captures no waiter, which stays on Lock's stack
 	w.on(nodes).fanOut(context.WithoutCancel(ctx), "leave queue", nil,
-		func(ctx context.Context, _ int, b Backend) (bool, error) {
-			return true, b.(FairQueuer).LeaveQueue(ctx, key, ticket)
+		func(ctx context.Context, _ int, n *node) (bool, error) {
+			_, _, err := n.releaseFair(ctx, key, "", ticket, true, false)
+			return true, err
 		})
-}
-
-// validateFair checks WithFairness against the other options and nodes.
-func (c *config) validateFair(nodes []Backend) error {
-	if !c.fair {
-		return nil
-	}
-	if c.fencing {
-		return invalidf("WithFairness cannot be combined with WithFencing")
-	}
-	if b := lacking[FairQueuer](nodes); b != nil {
-		return invalidf("WithFairness: node %q (%T) does not implement FairQueuer", b.Name(), b)
-	}
-	return nil
 }

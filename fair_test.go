@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/driver"
+
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/exclusion"
 	"github.com/quorumlock/redlock/internal/fakenode"
@@ -24,7 +26,7 @@ import (
 // WithFairness, plus the fakes (per locker) and plain clients.
 func fairLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Redlock, [][]*fakenode.Node, []*redis.Client) {
 	t.Helper()
-	return queueLockers(t, n, k, append([]redlock.Option{redlock.WithFairness()}, opts...)...)
+	return queueLockers(t, n, k, append([]redlock.Option{redlock.WithFairness(true)}, opts...)...)
 }
 
 // queueLockers is fairLockers without WithFairness: the lockers' calls
@@ -40,7 +42,7 @@ func queueLockers(t *testing.T, n, k int, opts ...redlock.Option) ([]*redlock.Re
 	rls := make([]*redlock.Redlock, k)
 	fakes := make([][]*fakenode.Node, k)
 	for j := range k {
-		bs := make([]redlock.Backend, n)
+		bs := make([]driver.Node, n)
 		for i, cl := range clients {
 			bs[i] = node(t, cl)
 		}
@@ -201,8 +203,8 @@ func stillWaiting(t *testing.T, ch <-chan lockResult, format string, args ...any
 }
 
 // A refused call stays a plain one, never sending a fair attempt, with
-// WithoutFairness, with WithFencing (a fair lock has no fencing token),
-// with hand-off off, and with a strategy that does not wait; without
+// WithFairness(false), with WithFencing (a fenced call queues only with
+// WithFairness(true)), with hand-off off, and with a strategy that does not wait; without
 // any of them it joins the queues (the control).
 func TestCallsThatDoNotJoinTheQueue(t *testing.T) {
 	rls, fakes, clients := queueLockers(t, 3, 2)
@@ -216,8 +218,8 @@ func TestCallsThatDoNotJoinTheQueue(t *testing.T) {
 		joins bool
 	}{
 		{"default", []redlock.Option{short}, true},
-		{"WithoutFairness", []redlock.Option{short, redlock.WithoutFairness()}, false},
-		{"WithFairness then WithoutFairness", []redlock.Option{short, redlock.WithFairness(), redlock.WithoutFairness()}, false},
+		{"WithoutFairness", []redlock.Option{short, redlock.WithFairness(false)}, false},
+		{"WithFairness then WithoutFairness", []redlock.Option{short, redlock.WithFairness(true), redlock.WithFairness(false)}, false},
 		{"WithFencing", []redlock.Option{short, redlock.WithFencing()}, false},
 		{"WithHandoff(false)", []redlock.Option{short, redlock.WithHandoff(false)}, false},
 		{"Reject", []redlock.Option{redlock.WithStrategy(redlock.Reject())}, false},
@@ -343,11 +345,11 @@ func TestFairQueueKeysExpire(t *testing.T) {
 	_, fakes, clients := fairLockers(t, 1, 1)
 	const key = "fair:expire"
 	fq, c := fakes[0][0], clients[0]
-	_, _, err := fq.AcquireFair(t.Context(), key, "tok-a", 5*time.Second, "a", 1, 5*time.Second, 1)
+	_, _, err := redlock.On(fq).AcquireFair(t.Context(), key, "tok-a", 5*time.Second, "a", 1, 5*time.Second, 1)
 	require.NoError(t, err)
 	q, exp, grants := redlock.QueueKeys(key)
 	require.NoError(t, c.Del(t.Context(), grants).Err())
-	_, _, err = fq.AcquireFair(t.Context(), key, "tok-b", 5*time.Second, "b", 2, 100*time.Millisecond, 1)
+	_, _, err = redlock.On(fq).AcquireFair(t.Context(), key, "tok-b", 5*time.Second, "b", 2, 100*time.Millisecond, 1)
 	require.NoError(t, err)
 	for _, k := range []string{q, exp, grants} {
 		ttl, err := c.PTTL(t.Context(), k).Result()
@@ -426,7 +428,7 @@ func TestFairContendedCallSubscribesFirst(t *testing.T) {
 // any other attempt (heldHere).
 func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 	rls, _, clients := fairLockers(t, 3, 1)
-	bs := make([]redlock.Backend, len(clients))
+	bs := make([]driver.Node, len(clients))
 	for i, cl := range clients {
 		bs[i] = node(t, cl)
 	}
@@ -440,7 +442,7 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 	held, err := rls[0].Lock(t.Context(), key)
 	require.NoError(t, err)
 	before := answered(ns, fakenode.AcquireFair)
-	first := lock(redlock.WithFairness())
+	first := lock(redlock.WithFairness(true))
 	testwait.Until(t, "the fair call is queued", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
 	require.NoError(t, held.Unlock(t.Context()))
 	r := <-first
@@ -450,14 +452,14 @@ func TestFairFirstAttemptQueuesWhileHeldHere(t *testing.T) {
 
 	held, err = rls[0].Lock(t.Context(), key)
 	require.NoError(t, err)
-	plain1 := lock(redlock.WithoutFairness())
+	plain1 := lock(redlock.WithFairness(false))
 	testwait.Until(t, "the plain call waits in line", func() bool { return redlock.Waiting(mixed, key) })
-	plain2 := lock(redlock.WithoutFairness())
+	plain2 := lock(redlock.WithFairness(false))
 	require.NoError(t, held.Unlock(t.Context()))
 	r1 := <-plain1 // plain2 still in line, which records r1's lock as held
 	require.NoError(t, r1.err)
 	before = answered(ns, fakenode.AcquireFair)
-	fair := lock(redlock.WithFairness()) // subscribes first, joins the line where r1 holds
+	fair := lock(redlock.WithFairness(true)) // subscribes first, joins the line where r1 holds
 	testwait.Until(t, "the fair call is queued at once", func() bool { return answered(ns, fakenode.AcquireFair) >= before+len(ns) })
 	require.NoError(t, r1.l.Unlock(t.Context())) // not handed to plain2: the queued call came first
 	for _, ch := range []<-chan lockResult{fair, plain2} {
@@ -514,7 +516,7 @@ func waiterBehind(t *testing.T, key string) (<-chan lockResult, []*fakenode.Node
 	rls, fakes, clients := fairLockers(t, 3, 1, redlock.WithClock(clock), redlock.WithTTL(10*time.Second),
 		redlock.WithStrategy(redlock.Retry(8, 10*time.Millisecond)))
 	for _, c := range clients {
-		fq := node(t, c).(redlock.FairQueuer)
+		fq := redlock.On(node(t, c))
 		for i, ticket := range []string{"a", "b"} {
 			_, _, err := fq.AcquireFair(t.Context(), key, "tok-"+ticket, time.Minute, ticket, int64(i+1), time.Minute, 1)
 			require.NoError(t, err)
@@ -618,10 +620,10 @@ func TestFairDeadWaiterExpires(t *testing.T) {
 	rls, fakes, clients := fairLockers(t, 3, 1, redlock.WithStrategy(redlock.Retry(100, 10*time.Millisecond)))
 	const key = "fair:dead"
 	for _, f := range fakes[0] { // a waiter that started first, then died
-		ok, ahead, err := f.AcquireFair(t.Context(), key, "dead-token", 5*time.Second, "dead", 1, 200*time.Millisecond, 1)
+		ok, ahead, err := redlock.On(f).AcquireFair(t.Context(), key, "dead-token", 5*time.Second, "dead", 1, 200*time.Millisecond, 1)
 		require.NoError(t, err)
 		require.True(t, ok, "the free key was granted to the first waiter, %d ahead", ahead)
-		_, err = f.Release(t.Context(), key, "dead-token", false) // a rollback keeps the entry
+		_, err = redlock.On(f).Release(t.Context(), key, "dead-token", false) // a rollback keeps the entry
 		require.NoError(t, err)
 	}
 	before := calls(fakes[0], fakenode.AcquireFair)
@@ -670,17 +672,36 @@ func TestFairLeavesWhenGivingUp(t *testing.T) {
 	assert.Zero(t, queueLen(t, clients, key), "the holder's release left the queue")
 }
 
-func TestFairnessValidation(t *testing.T) {
-	_, bs := minis(t, 1)
-	n := fakenode.Wrap(bs[0])
-	_, err := redlock.NewSingle(fakenode.Plain(n), redlock.WithFairness())
-	assert.ErrorIs(t, err, redlock.ErrInvalid, "a node that is not a FairQueuer")
-	_, err = redlock.NewSingle(n, redlock.WithFairness(), redlock.WithFencing())
-	assert.ErrorIs(t, err, redlock.ErrInvalid, "fairness with fencing")
-	s, err := redlock.NewSingle(n)
-	require.NoError(t, err)
-	_, err = s.Lock(t.Context(), "fair:validate", redlock.WithFairness(), redlock.WithFencing())
-	assert.ErrorIs(t, err, redlock.ErrInvalid, "fairness with fencing, per call")
+// Fairness goes with fencing: calls take the key in order, each with a
+// token above the one before, whether it found the key free or took it
+// over from a fair release's grant.
+func TestFairFencedInOrder(t *testing.T) {
+	rls, _, _ := fairLockers(t, 3, 2, redlock.WithFencing(), redlock.WithTTL(5*time.Second),
+		redlock.WithStrategy(redlock.Retry(1000, 5*time.Millisecond)))
+	var mu sync.Mutex
+	var tokens []int64
+	var wg sync.WaitGroup
+	for _, rl := range rls {
+		for range 3 {
+			wg.Go(func() {
+				for range 3 {
+					l, err := rl.Lock(t.Context(), "fair:fenced")
+					if !assert.NoError(t, err) {
+						return
+					}
+					mu.Lock()
+					tokens = append(tokens, l.Fence())
+					mu.Unlock()
+					assert.NoError(t, l.Unlock(t.Context()))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Len(t, tokens, 18)
+	for i := 1; i < len(tokens); i++ {
+		assert.Greater(t, tokens[i], tokens[i-1], "holder %d's token", i)
+	}
 }
 
 // Three lockers (processes) of two goroutines each, all fair, while each

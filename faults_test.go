@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,15 +61,15 @@ type faultCluster struct {
 	delay   func(i int, d time.Duration)
 }
 
-func (fc *faultCluster) backends(t *testing.T) []redlock.Backend {
-	bs := make([]redlock.Backend, len(fc.addrs))
+func (fc *faultCluster) backends(t *testing.T) []driver.Node {
+	bs := make([]driver.Node, len(fc.addrs))
 	for i, addr := range fc.addrs {
 		bs[i] = node(t, redistest.Client(t, addr))
 	}
 	return bs
 }
 
-func (fc *faultCluster) locker(t *testing.T, bs []redlock.Backend, opts ...redlock.Option) *redlock.Redlock {
+func (fc *faultCluster) locker(t *testing.T, bs []driver.Node, opts ...redlock.Option) *redlock.Redlock {
 	t.Helper()
 	r, err := redlock.New(bs, append([]redlock.Option{redlock.WithNodeTimeout(fc.nodeTimeout)}, opts...)...)
 	require.NoError(t, err)
@@ -339,7 +340,7 @@ func faultPauseMidAcquisition(t *testing.T, fc *faultCluster) {
 	p := &pauseOnAcquire{key: key, arrived: make(chan struct{}), paused: make(chan struct{})}
 	n := fakenode.Wrap(bs[0])
 	n.SetHook(p.hook)
-	bs[0] = fakenode.Plain(n)
+	bs[0] = fakenode.Silent(n)
 	// The node timeout must cover freezing the node (docker pause is not
 	// instant) for the SET to reach it frozen, and stay far below the TTL.
 	lk := fc.locker(t, bs, redlock.WithTTL(10*time.Second), redlock.WithNodeTimeout(time.Second), redlock.WithStrategy(redlock.Reject()))
@@ -587,7 +588,7 @@ func faultLatency(t *testing.T, fc *faultCluster) {
 	const key = "latency"
 	// Every client goes through the forwarder, with or without latency, so
 	// the baseline and the slow case take the same path.
-	bs := make([]redlock.Backend, len(fc.proxied))
+	bs := make([]driver.Node, len(fc.proxied))
 	for i, addr := range fc.proxied {
 		bs[i] = node(t, redistest.Client(t, addr))
 	}

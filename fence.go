@@ -41,12 +41,12 @@ func (s scope) fence(ctx context.Context, token string, r round, counters []int6
 	if at >= q || len(behind) == 0 {
 		return f, nil
 	}
-	sub := make([]Backend, len(behind))
+	sub := make([]*node, len(behind))
 	for j, i := range behind {
 		sub[j] = s.nodes[i]
 	}
-	raised := s.on(sub).fanOut(ctx, "fence", ErrNotAcquired, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return s.what.raiseFence(ctx, s, b, token, f)
+	raised := s.on(sub).fanOut(ctx, "fence", ErrNotAcquired, func(ctx context.Context, _ int, n *node) (bool, error) {
+		return s.what.raiseFence(ctx, s, n, token, f)
 	})
 	if at += raised.granted; at >= q {
 		return f, nil
@@ -55,7 +55,7 @@ func (s scope) fence(ctx context.Context, token string, r round, counters []int6
 	e.Granted = at // nodes at the token, not nodes that set the key
 	for j, err := range raised.errs {
 		if err != nil {
-			e.Failed = append(e.Failed, NodeError{Node: sub[j].Name(), Err: fmt.Errorf("raising the fence to %v: %w", fenceText(f), err)})
+			e.Failed = append(e.Failed, NodeError{Node: sub[j].name(), Err: fmt.Errorf("raising the fence to %v: %w", fenceText(f), err)})
 		}
 	}
 	return nil, e

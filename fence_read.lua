@@ -1,8 +1,8 @@
 -- Raise the fence counter to at least ARGV[2] while a reader's share is
--- live (RWLocker.RaiseReadFence; see fence.lua). KEYS[1] the lock key,
--- KEYS[2] its readers, KEYS[3] its fence counter; ARGV[1] token, ARGV[2]
--- fence. Returns 1 if the share was live (the counter is now >= ARGV[2]),
--- 0 otherwise.
+-- live (see fence.lua). KEYS[1] the lock key, KEYS[2] its readers,
+-- KEYS[3] its fence counter; ARGV[1] token, ARGV[2] fence, ARGV[3] the
+-- counter's lifetime in ms. Returns 1 if the share was live (the counter
+-- is now >= ARGV[2]), 0 otherwise.
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call("get", KEYS[1]) ~= "redlock:readers" then
@@ -12,8 +12,5 @@ local mine = redis.call("zscore", KEYS[2], ARGV[1])
 if not mine or tonumber(mine) <= now then
 	return 0
 end
-local current = tonumber(redis.call("get", KEYS[3]) or "0")
-if current < tonumber(ARGV[2]) then
-	redis.call("set", KEYS[3], ARGV[2])
-end
+fence_raise(KEYS[3], tonumber(ARGV[2]), ARGV[3])
 return 1

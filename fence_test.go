@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/driver"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/fakenode"
@@ -42,13 +46,13 @@ func (f *flaky) hook(ctx context.Context, c fakenode.Call) fakenode.Result {
 	failed := fakenode.Result{Err: fakenode.ErrInjected}
 	switch {
 	case c.Op == fakenode.RaiseFence && f.plain && !f.is(down):
-		return fakenode.Result{OK: true}
+		return fakenode.Result{Reply: int64(1)}
 	case f.is(down):
 		return failed
 	case c.Op == fakenode.RaiseFence && f.is(noRaise):
 		return failed
 	case c.Op == fakenode.RaiseFence && f.is(fakeRaise):
-		return fakenode.Result{OK: true}
+		return fakenode.Result{Reply: int64(1)}
 	case c.Op == fakenode.RaiseFence:
 		f.raises.Add(1)
 	}
@@ -59,8 +63,8 @@ func (f *flaky) hook(ctx context.Context, c fakenode.Call) fakenode.Result {
 	return r
 }
 
-func flakies(bs []redlock.Backend) ([]redlock.Backend, []*flaky) {
-	out := make([]redlock.Backend, len(bs))
+func flakies(bs []driver.Node) ([]driver.Node, []*flaky) {
+	out := make([]driver.Node, len(bs))
 	fs := make([]*flaky, len(bs))
 	for i, b := range bs {
 		fs[i] = &flaky{node: fakenode.Wrap(b)}
@@ -85,22 +89,29 @@ func TestFencingSingle(t *testing.T) {
 	ms, bs := minis(t, 1)
 	s, err := redlock.NewSingle(bs[0], redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
-	for want := int64(1); want <= 5; want++ {
+	var first int64
+	for i := range int64(5) {
 		l, err := s.Lock(t.Context(), "order:1")
 		require.NoError(t, err)
-		assert.Equal(t, want, l.Fence())
+		if i == 0 {
+			first = l.Fence()
+			assert.Greater(t, first, int64(1_700_000_000_000_000), "a new counter starts from the node's clock, in µs")
+		}
+		assert.Equal(t, first+i, l.Fence(), "then counts one up per holder")
 		_, err = s.Lock(t.Context(), "order:1")
 		require.ErrorIs(t, err, redlock.ErrNotAcquired)
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 	v, err := ms[0].Get("order:1:fence")
 	require.NoError(t, err)
-	assert.Equal(t, "5", v, "a refused attempt does not increment the counter")
-	assert.Zero(t, ms[0].TTL("order:1:fence"), "the counter never expires")
+	assert.Equal(t, strconv.FormatInt(first+4, 10), v, "a refused attempt does not increment the counter")
+	assert.Equal(t, 24*time.Hour, ms[0].TTL("order:1:fence"), "the counter lives a day after its last use")
 
+	ms[0].Set("order:2:fence", "41") // a counter of an older version, which never expired
 	l, err := s.Lock(t.Context(), "order:2")
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), l.Fence(), "keys have their own counters")
+	assert.Equal(t, int64(42), l.Fence(), "keys have their own counters; an existing one counts on")
+	assert.Equal(t, 24*time.Hour, ms[0].TTL("order:2:fence"), "and expires from then on")
 
 	plain, err := redlock.NewSingle(bs[0])
 	require.NoError(t, err)
@@ -110,19 +121,16 @@ func TestFencingSingle(t *testing.T) {
 	assert.False(t, ms[0].Exists("order:3:fence"))
 }
 
-func TestFencingNeedsFencers(t *testing.T) {
-	_, bs := minis(t, 3)
-	hb, _ := onAcquire(bs, nil) // plain Backends: no Fencer
-	_, err := redlock.New(hb, redlock.WithFencing())
+// The fence lifetime must cover the TTL: a counter must not expire under
+// its holder.
+func TestFenceLifetimeValidation(t *testing.T) {
+	_, bs := minis(t, 1)
+	_, err := redlock.NewSingle(bs[0], redlock.WithFencing(), redlock.WithTTL(time.Minute), redlock.WithFenceLifetime(time.Second))
 	assert.ErrorIs(t, err, redlock.ErrInvalid)
-	_, err = redlock.NewSingle(hb[0], redlock.WithFencing())
+	_, err = redlock.NewSingle(bs[0], redlock.WithFenceLifetime(0))
 	assert.ErrorIs(t, err, redlock.ErrInvalid)
-	r, err := redlock.New(hb)
-	require.NoError(t, err)
-	_, err = r.Lock(t.Context(), "k", redlock.WithFencing())
-	assert.ErrorIs(t, err, redlock.ErrInvalid)
-	err = r.Do(t.Context(), "k", func(context.Context) error { return nil }, redlock.WithFencing())
-	assert.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = redlock.NewSingle(bs[0], redlock.WithFencing(), redlock.WithTTL(time.Second), redlock.WithFenceLifetime(time.Second))
+	assert.NoError(t, err)
 }
 
 // TestFencingPlainMaximumGoesBackwards forces the interleaving that breaks
@@ -130,7 +138,8 @@ func TestFencingNeedsFencers(t *testing.T) {
 // the second round keeps tokens increasing through it.
 func TestFencingPlainMaximumGoesBackwards(t *testing.T) {
 	run := func(t *testing.T, raise bool) []int64 {
-		_, bs := minis(t, 5)
+		ms, bs := minis(t, 5)
+		seedCounters(t, ms, "k", 0)
 		fb, fs := flakies(bs)
 		r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 		require.NoError(t, err)
@@ -178,6 +187,7 @@ func TestFencingRaiseFailureRollsBack(t *testing.T) {
 	fb, fs := flakies(bs)
 	r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
+	seedCounters(t, ms, "k", 0)
 	require.NoError(t, ms[0].Set("k:fence", "10")) // node 0 is ahead
 	// Node 0 grants with 11; nodes 1 and 2 grant with 1 and cannot be
 	// raised; nodes 3 and 4 are down: only one node is at 11.
@@ -202,7 +212,7 @@ func TestFencingRaiseFailureRollsBack(t *testing.T) {
 // competitor whose majority is down makes failed attempts that bump a
 // minority's counters. It returns the tokens in order and how many raises
 // reached a node. plain turns the raise round into a no-op.
-func fenceRun(t *testing.T, bs []redlock.Backend, n int, seed uint64, plain bool) ([]int64, int64) {
+func fenceRun(t *testing.T, bs []driver.Node, n int, seed uint64, plain bool) ([]int64, int64) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	fb, fs := flakies(bs)
 	for _, f := range fs {
@@ -290,11 +300,14 @@ func TestRealServersFencingStrictlyIncreasing(t *testing.T) {
 	}
 }
 
-// TestFencingNeedsCountersToSurvive shows the assumption the tokens rest
-// on: a master that restarts without persistence, when it is the only node
-// shared by two holders' quorums, lets the later holder get a lower token.
-func TestFencingNeedsCountersToSurvive(t *testing.T) {
+// TestFencingSurvivesALostCounter: a master that restarts without
+// persistence, when it is the only node shared by two holders' quorums,
+// starts its counter again from its clock, above the earlier holders'
+// tokens; with that clock far behind (the assumption broken), the later
+// holder gets a lower token.
+func TestFencingSurvivesALostCounter(t *testing.T) {
 	ms, bs := minis(t, 5)
+	seedCounters(t, ms, "k", 0)
 	fb, fs := flakies(bs)
 	r, err := redlock.New(fb, redlock.WithFencing(), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
@@ -310,7 +323,35 @@ func TestFencingNeedsCountersToSurvive(t *testing.T) {
 
 	ms[2].FlushAll() // node 2 restarts empty
 	setFaults(fs, down, down)
-	l, err := r.Lock(t.Context(), "k") // quorum {2,3,4}: counters 0, 0, 0
+	l, err := r.Lock(t.Context(), "k") // quorum {2,3,4}: node 2 starts from its clock, 3 and 4 at 1
 	require.NoError(t, err)
-	assert.Less(t, l.Fence(), last, "with the assumption broken the token goes backwards")
+	assert.Greater(t, l.Fence(), last, "the flushed node's clock is above every token")
+	last = l.Fence()
+	require.NoError(t, l.Unlock(t.Context()))
+
+	// The counters of a whole quorum lost, its nodes' clocks an hour
+	// behind the tokens: the assumption of docs/fencing.md broken.
+	setFaults(fs, healthy, healthy, healthy, down, down)
+	l, err = r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	last = l.Fence()
+	require.NoError(t, l.Unlock(t.Context()))
+	for _, m := range ms[2:] {
+		m.FlushAll()
+		m.SetTime(time.UnixMicro(last).Add(-time.Hour))
+	}
+	setFaults(fs, down, down)
+	l, err = r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	assert.Less(t, l.Fence(), last, "with the clock behind, the token goes backwards")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// seedCounters sets key's fence counter to v on every node, as a counter
+// that has counted from 0 does.
+func seedCounters(t *testing.T, ms []*miniredis.Miniredis, key string, v int) {
+	t.Helper()
+	for _, m := range ms {
+		require.NoError(t, m.Set(key+":fence", strconv.Itoa(v)))
+	}
 }

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"github.com/quorumlock/redlock/driver"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,12 +20,12 @@ import (
 func TestGateIsChosenByNameNotOrder(t *testing.T) {
 	_, bs := minis(t, 5)
 	for _, key := range []string{"a", "order:1", "rf:lock:p:e:r:write"} {
-		gate := bs[redlock.GateFor(key, bs)].Name()
-		reversed := make([]redlock.Backend, len(bs))
+		gate := bs[redlock.GateFor(key, bs)].Info().Name
+		reversed := make([]driver.Node, len(bs))
 		for i, b := range bs {
 			reversed[len(bs)-1-i] = b
 		}
-		assert.Equal(t, gate, reversed[redlock.GateFor(key, reversed)].Name(), "processes listing the nodes differently agree on %q's gate", key)
+		assert.Equal(t, gate, reversed[redlock.GateFor(key, reversed)].Info().Name, "processes listing the nodes differently agree on %q's gate", key)
 	}
 	seen := map[int]bool{}
 	for i := range 50 {
@@ -35,14 +36,14 @@ func TestGateIsChosenByNameNotOrder(t *testing.T) {
 
 // TestWokenWaiterRefusedByTheGateTouchesNoOtherNode: the key is still held
 // on the gate when a waiter is woken; it asks the gate alone. (The key is
-// another locker's: without WithoutFairness the waiter would join the
+// another locker's: without WithFairness(false) the waiter would join the
 // queues, whose waiters need no gate.)
 func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	ms, bs := minis(t, 3)
 	nodes, cs := fakenode.WrapAll(bs)
 	gate := redlock.GateFor("k", nodes)
 	obs, waitFailures := waitingFor(t)
-	r, err := redlock.New(nodes, redlock.WithObserver(obs), redlock.WithoutFairness())
+	r, err := redlock.New(nodes, redlock.WithObserver(obs), redlock.WithFairness(false))
 	require.NoError(t, err)
 	for _, m := range ms {
 		require.NoError(t, m.Set("k", "other"))
@@ -51,7 +52,7 @@ func TestWokenWaiterRefusedByTheGateTouchesNoOtherNode(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+		l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(3, time.Hour)))
 		if err == nil {
 			err = l.Unlock(t.Context())
 		}
@@ -104,7 +105,7 @@ func TestGateDownFallsBackToAllNodes(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+		l, err := r.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(3, time.Hour)))
 		if err == nil {
 			err = l.Unlock(t.Context())
 		}
@@ -128,7 +129,7 @@ func TestRealServersHerdOfProcessesKeepsExclusion(t *testing.T) {
 	errs := make(chan error, procs*rounds)
 	var wg sync.WaitGroup
 	for range procs {
-		nodes := make([]redlock.Backend, len(c.Addrs()))
+		nodes := make([]driver.Node, len(c.Addrs()))
 		for i, addr := range c.Addrs() {
 			nodes[i] = node(t, redistest.Client(t, addr)) // own clients, own locker: as another process
 		}

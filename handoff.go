@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,9 +13,9 @@ import (
 // release round, the release's announcement travelling back from the
 // nodes (notify.go), the waiter waking, and its acquire round: two round
 // trips and a wake-up, with the key free in between for anyone's timer
-// to grab out of turn. When every node is a Transferrer and the
-// locker's first waiter in line for the key (line.go) waits for a plain
-// Lock of it, Unlock instead runs one transfer round: on each node,
+// to grab out of turn. When the locker's first waiter in line for the
+// key (line.go) waits for a plain Lock of it, Unlock instead runs one
+// transfer round: on each node,
 // transfer.lua swaps our token for a fresh one of the waiter's, with the
 // waiter's TTL, only if the key still holds ours. The waiter wakes with
 // the lock in hand: one round trip, and the key never free.
@@ -43,15 +42,15 @@ import (
 // take turns in arrival order. Waiters of other lockers (other
 // processes) join the key's queue on the nodes once refused (fair.go),
 // and a node does not hand over a key whose queue has an entry: it
-// answers ErrWaitersQueued, and Unlock releases the key there as a fair
+// answers errWaitersQueued, and Unlock releases the key there as a fair
 // lock's release does (toQueue), granting it to the queue's head; the
 // locker's own waiter, woken, finds the key taken by another locker and
 // queues behind. So a queued call waits for no transfer that began after
 // it was queued. (A transfer that reached a quorum while a minority
-// answered ErrWaitersQueued, a call queuing there as the round ran, is
+// answered errWaitersQueued, a call queuing there as the round ran, is
 // kept, and the key released to the queue on that minority, which would
 // otherwise hold our old token until its TTL.) Waiters that never queue
-// (WithoutFairness, fenced locks, sets, other libraries' clients) only
+// (WithFairness(false), fenced locks, sets, other libraries' clients) only
 // see the key released: after handoffChain transfers in a row the next
 // Unlock releases instead, and the key goes to whoever wins it, waiters
 // of this locker included.
@@ -70,12 +69,9 @@ import (
 // shares; and waiters of any of those.
 
 // handoffChain bounds consecutive transfers of a key within one locker,
-// for the waiters that do not queue; see above. It was 8 while queued
-// calls had to wait for it too: each release it forces costs the line
-// about three round trips more than a transfer (the release, its
-// announcement, an acquisition), and at 8 workers holding 1 ms in one
-// process 32 instead of 8 gave 3 % more acquisitions/s (BENCHMARKS.md,
-// "A transfer defers to the queue").
+// for the waiters that do not queue; see above. Each release it forces
+// costs the line about three round trips more than a transfer (the
+// release, its announcement, an acquisition).
 const handoffChain = 32
 
 // transferSlot is where an Unlock of the waiter's locker leaves the lock
@@ -96,12 +92,9 @@ func (t *transferSlot) free() bool { return !t.busy && !t.gone && t.got == nil }
 
 // transferable reports whether a lock of s can be handed over by a
 // transfer round: a plain lock on one key, without fencing, with
-// hand-off on, every node a Transferrer.
+// hand-off on.
 func (s scope) transferable() bool {
-	if s.what != target(oneKey{}) || s.keys != nil || s.cfg.fencing || s.cfg.noHandoff {
-		return false
-	}
-	return lacking[Transferrer](s.nodes) == nil
+	return s.what == target(oneKey{}) && s.keys == nil && !s.cfg.fencing && !s.cfg.noHandoff
 }
 
 // claim returns the slot of the first waiter in line for key, marked
@@ -278,11 +271,9 @@ func (l *Lock) letGo(ctx context.Context, until time.Time) error {
 // toQueue returns s releasing as a fair lock does (fairHeld, with no
 // entry of its own to remove): the release grants the key to the head of
 // its queue and announces it. Over a node that keeps no queues (it never
-// answers ErrWaitersQueued) s is returned as it is.
+// answers errWaitersQueued) s is returned as it is.
 func (s scope) toQueue() scope {
-	if lacking[FairQueuer](s.nodes) == nil {
-		s.what = fairHeld{}
-	}
+	s.what = fairHeld{}
 	return s
 }
 
@@ -295,10 +286,10 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 	ttl, drift, clock := ws.cfg.ttl, ws.cfg.drift(), ws.cfg.clock
 	token := newToken(ws.cfg.tokenSuffix)
 	start := clock.Now()
-	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return b.(Transferrer).Transfer(ctx, l.key, l.token, token, ttl)
+	r := s.fanOut(context.WithoutCancel(ctx), "transfer", ErrNotHeld, func(ctx context.Context, _ int, n *node) (bool, error) {
+		return n.transfer(ctx, l.key, l.token, token, ttl)
 	})
-	queued := r.nodesThat(ErrWaitersQueued) // still ours there
+	queued := r.nodesThat(errWaitersQueued) // still ours there
 	left := validity(ttl, clock.Now().Sub(start), drift)
 	if r.granted >= quorum(len(l.nodes)) && left > 0 {
 		next := &Lock{key: l.key, what: l.what, token: token, slot: -1, nodes: l.nodes, cfg: ws.cfg, acquired: start, watched: true,
@@ -326,9 +317,9 @@ func (l *Lock) transfer(ctx context.Context, until time.Time, t *transferSlot) e
 		rel = s.toQueue()
 	}
 	rr := rel.releaseAll(ctx, l.token)
-	var undo []Backend
+	var undo []*node
 	for i, err := range r.errs {
-		if err != ErrNotHeld && !errors.Is(err, ErrWaitersQueued) {
+		if err != ErrNotHeld && err != errWaitersQueued {
 			undo = append(undo, l.nodes[i])
 		}
 	}

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,7 @@ func BenchmarkHandoff(b *testing.B) {
 func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 	const workers, hold = 8, time.Millisecond
 	var failed atomic.Int64
-	count := redlock.ObserverFunc(func(e redlock.Event) {
+	count := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventContention {
 			failed.Add(1)
 		}
@@ -62,7 +63,7 @@ func benchHandoff(b *testing.B, addrs []string, procs int, handoff bool) {
 		redlock.WithObserver(count)}
 	lockers := make([]redlock.Locker, procs)
 	for p := range lockers {
-		bs := make([]redlock.Backend, len(addrs))
+		bs := make([]driver.Node, len(addrs))
 		for i, addr := range addrs {
 			bs[i] = node(b, redistest.Client(b, addr)) // own clients and locker: another process
 		}

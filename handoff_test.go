@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +27,7 @@ import (
 func transferNodes(t *testing.T, n int, opts ...redlock.Option) (*redlock.Redlock, []*fakenode.Node) {
 	t.Helper()
 	c := redistest.Start(t, n)
-	bs := make([]redlock.Backend, n)
+	bs := make([]driver.Node, n)
 	for i, addr := range c.Addrs() {
 		bs[i] = node(t, redistest.Client(t, addr))
 	}
@@ -84,12 +85,12 @@ func answered(ns []*fakenode.Node, op fakenode.Op) int {
 func free(t *testing.T, ns []*fakenode.Node, key string) bool {
 	t.Helper()
 	for _, f := range ns {
-		ok, err := f.Acquire(t.Context(), key, "probe", time.Second)
+		ok, err := redlock.On(f).Acquire(t.Context(), key, "probe", time.Second)
 		require.NoError(t, err)
 		if !ok {
 			return false
 		}
-		_, err = f.Release(t.Context(), key, "probe", false)
+		_, err = redlock.On(f).Release(t.Context(), key, "probe", false)
 		require.NoError(t, err)
 	}
 	return true
@@ -194,7 +195,7 @@ func TestTransferDefersToQueuedCalls(t *testing.T) {
 	require.NoError(t, err)
 	local := waitFor(t, t.Context(), a, key)
 	before := answered(fakes[1], fakenode.AcquireFair)
-	remote := startLock(t.Context(), b, key, redlock.WithFairness())
+	remote := startLock(t.Context(), b, key, redlock.WithFairness(true))
 	testwait.Until(t, "the other locker's call is queued", func() bool { return answered(fakes[1], fakenode.AcquireFair) >= before+3 })
 
 	require.NoError(t, held.Unlock(t.Context()))
@@ -371,7 +372,7 @@ func TestSlowSubscriptionKeepsItsPlaceInLine(t *testing.T) {
 // delay is an hour, so only that wake-up lets it take the key.
 func TestFailedSubscriptionPassesTheWakeUpOn(t *testing.T) {
 	const key = "line:unsubscribed"
-	rl, slow, holder := heldBehindSlowSubscriptions(t, key, errors.New("subscription refused"), redlock.Retry(1, time.Hour))
+	rl, slow, holder := heldBehindSlowSubscriptions(t, key, errors.New("subscription refused"), redlock.Retry(10, time.Hour))
 	ctx, cancel := context.WithCancel(t.Context())
 	first := slow.startHeldBack(ctx, rl, key) // first in line
 	second := waitFor(t, t.Context(), rl, key)
@@ -397,8 +398,8 @@ func TestFailedSubscriptionPassesTheWakeUpOn(t *testing.T) {
 func heldBehindSlowSubscriptions(t *testing.T, key string, fail error, strategy redlock.Strategy) (*redlock.Redlock, slowSubscriber, *redlock.Lock) {
 	t.Helper()
 	_, bs := minis(t, 1)
-	slow := slowSubscriber{Backend: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{}), fail: fail}
-	rl, err := redlock.New([]redlock.Backend{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
+	slow := slowSubscriber{Node: bs[0], hold: new(atomic.Bool), entered: make(chan struct{}, 1), open: make(chan struct{}), fail: fail}
+	rl, err := redlock.New([]driver.Node{slow}, redlock.WithTTL(30*time.Second), redlock.WithNodeTimeout(10*time.Second),
 		redlock.WithStrategy(strategy))
 	require.NoError(t, err)
 	holder, err := rl.Lock(t.Context(), key)
@@ -420,14 +421,14 @@ func (n slowSubscriber) startHeldBack(ctx context.Context, rl *redlock.Redlock, 
 // until open is closed, and tells entered when one is held back; a held
 // subscription then fails with fail, if set.
 type slowSubscriber struct {
-	redlock.Backend
+	driver.Node
 	hold    *atomic.Bool
 	entered chan struct{}
 	open    chan struct{}
 	fail    error
 }
 
-func (n slowSubscriber) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
+func (n slowSubscriber) Subscribe(ctx context.Context, deliver func(string), channels ...string) (func(), error) {
 	if n.hold.Load() {
 		n.entered <- struct{}{}
 		select {
@@ -439,7 +440,7 @@ func (n slowSubscriber) Notify(ctx context.Context, key string, released func(st
 			return nil, n.fail
 		}
 	}
-	return n.Backend.(redlock.Notifier).Notify(ctx, key, released)
+	return n.Node.(driver.Subscriber).Subscribe(ctx, deliver, channels...)
 }
 
 // Goroutines of one locker taking turns while each node, at random, loses

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/driver"
+
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 // node adapts c with the go-redis adapter.
-func node(t testing.TB, c redis.UniversalClient) redlock.Backend {
+func node(t testing.TB, c redis.UniversalClient) driver.Node {
 	t.Helper()
 	b, err := goredis.New(c)
 	if err != nil {
@@ -33,10 +34,10 @@ func node(t testing.TB, c redis.UniversalClient) redlock.Backend {
 // minis starts n miniredis servers and returns them with a Backend each.
 // miniredis never expires keys by itself: tests move its clock with
 // FastForward, which makes expiry deterministic.
-func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []redlock.Backend) {
+func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []driver.Node) {
 	t.Helper()
 	ms := make([]*miniredis.Miniredis, n)
-	bs := make([]redlock.Backend, n)
+	bs := make([]driver.Node, n)
 	for i := range ms {
 		ms[i] = miniredis.RunT(t)
 		bs[i] = node(t, redistest.Client(t, ms[i].Addr()))
@@ -136,11 +137,11 @@ func (c *manualClock) fireLocked() {
 // onAcquire wraps bs in fake nodes that hide Fencer and Notifier (plain
 // Backends), and runs before, when set, ahead of every Acquire on node 0.
 // It returns the lockers' nodes and the fakes, to count calls.
-func onAcquire(bs []redlock.Backend, before func()) ([]redlock.Backend, []*fakenode.Node) {
+func onAcquire(bs []driver.Node, before func()) ([]driver.Node, []*fakenode.Node) {
 	_, ns := fakenode.WrapAll(bs)
-	out := make([]redlock.Backend, len(ns))
+	out := make([]driver.Node, len(ns))
 	for i, n := range ns {
-		out[i] = fakenode.Plain(n)
+		out[i] = fakenode.Silent(n)
 	}
 	if before != nil {
 		ns[0].SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {

@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"crypto/rand"
-	"runtime"
-	"slices"
 	"sync"
 	"time"
 )
@@ -16,9 +14,9 @@ import (
 // one per process: build one Locker and share it), and makes waiters of
 // one locker take turns in arrival order: a call joins the line when it
 // begins to wait, before its subscription answers (watchReleases), so
-// that a later call subscribed sooner does not pass it. With Transferrer
-// nodes the release is not even needed: Unlock hands the key to the
-// first waiter (handoff.go). The others still attempt when their backoff
+// that a later call subscribed sooner does not pass it. A transfer
+// (handoff.go) does without the release: Unlock hands the key to the
+// first waiter. The others still attempt when their backoff
 // delays run out, so a slow first waiter delays them by at most their
 // delay; except while a lock that a waiter of their line took is valid
 // and not unlocked (heldUntil), when the nodes would only refuse them,
@@ -319,36 +317,6 @@ func (ls *lines) yielded(key string, w *wakeup, start time.Time) {
 	}
 }
 
-// handGrant gives node i's announcement payload, a grant one of this
-// locker's releases made without announcing it (fair.go,
-// fairHeld.finishRelease), to the fair waiter of key it names; payload ""
-// to every fair waiter of key in line. Each takes it as it would the announcement (released),
-// outside the locker's lock. Having woken one, the calling goroutine
-// yields its processor (runtime.Gosched), as sync.Mutex's Unlock does
-// for the waiter it hands the mutex to when starving: the woken waiter
-// takes the lock at once instead of after the releasing goroutine's next
-// blocking call, and the key is held by nobody the shorter.
-func (ls *lines) handGrant(key string, i int, payload string) {
-	_, ticket, _ := splitAnnouncement(payload)
-	ls.mu.Lock()
-	var to []*wakeup
-	if l := ls.m[key]; l != nil {
-		for _, w := range l.waiters {
-			if w.ticket != "" && (payload == "" || w.ticket == ticket) {
-				to = append(to, w)
-			}
-		}
-	}
-	ls.mu.Unlock()
-	woke := false
-	for _, w := range to {
-		woke = w.released(i, payload) || woke
-	}
-	if woke {
-		runtime.Gosched()
-	}
-}
-
 // join puts w, one of ls's waiters, at the end of the line for key.
 func (ls *lines) join(key string, w *wakeup) {
 	ls.mu.Lock()
@@ -363,37 +331,4 @@ func (ls *lines) join(key string, w *wakeup) {
 	}
 	l.waiters = append(l.waiters, w)
 	w.line = l
-}
-
-// first reports whether w is first in its line; a waiter that has left
-// its line is not.
-func (w *wakeup) first() bool {
-	w.lines.mu.Lock()
-	defer w.lines.mu.Unlock()
-	return w.line != nil && w.line.waiters[0] == w
-}
-
-// leave takes w out of its line. A first waiter that leaves with an unused
-// wake-up passes it on, so a release is not lost with it.
-func (w *wakeup) leave() {
-	ls := w.lines
-	ls.mu.Lock()
-	l := w.line
-	if l == nil {
-		ls.mu.Unlock()
-		return
-	}
-	w.line = nil
-	i := slices.Index(l.waiters, w)
-	l.waiters = slices.Delete(l.waiters, i, i+1)
-	var next *wakeup
-	if len(l.waiters) == 0 {
-		delete(ls.m, l.key)
-	} else if i == 0 {
-		next = l.waiters[0]
-	}
-	ls.mu.Unlock()
-	if next != nil && len(w.ch) > 0 {
-		next.wake()
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -18,7 +20,7 @@ type Lock struct {
 	token    string
 	fences   []int64 // one per key, with WithFencing; nil without
 	slot     int     // the semaphore slot it holds, or -1
-	nodes    []Backend
+	nodes    []*node
 	cfg      *config   // the call's, never written to (often its locker's)
 	acquired time.Time // on cfg.clock, for the held duration reported to observers
 	chain    int       // transfers in a row that led to it (handoff.go)
@@ -221,18 +223,6 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return err
 }
 
-// detached returns ctx without its cancellation and deadline, for the
-// rounds that let go (Unlock, rollback): ctx itself when it has neither
-// (context.Background, or values on it), which saves WithoutCancel's
-// allocation. The deadline is asked first: Done makes a context's
-// channel if nobody asked for it yet (a Lock on the same context did).
-func detached(ctx context.Context) context.Context {
-	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
-		return ctx
-	}
-	return context.WithoutCancel(ctx)
-}
-
 func (l *Lock) release(ctx context.Context, until time.Time) error {
 	r := l.scope().releaseAll(ctx, l.token)
 	if l.watched && l.keys == nil && l.slot == -1 && everyNodeAnswered(r) {
@@ -285,8 +275,8 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	case !start.Before(until):
 		return fmt.Errorf("%w: %q expired %v ago", ErrNotHeld, l.key, start.Sub(until))
 	}
-	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, b Backend) (bool, error) {
-		return l.what.extend(ctx, l.scope(), b, l.token, ttl)
+	r := l.scope().fanOut(ctx, "extend", ErrNotHeld, func(ctx context.Context, _ int, n *node) (bool, error) {
+		return l.what.extend(ctx, l.scope(), n, l.token, ttl)
 	})
 	end := l.cfg.clock.Now()
 	drift := driftFor(ttl, l.cfg.driftFactor)
@@ -309,3 +299,28 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration, start time.Time) e
 	l.cfg.lines.extended(l.key, l.token, l.until)
 	return nil
 }
+
+// String describes the lock for logs: its key, validity and fencing
+// token. It never shows the lock's token, which is what lets anyone
+// release it.
+func (l *Lock) String() string {
+	s := "redlock.Lock{key " + strconv.Quote(shorten(l.key)) + ", until " + l.Until().Format(time.RFC3339Nano)
+	if l.fences != nil {
+		s += ", fence " + fmt.Sprint(fenceText(l.fences))
+	}
+	return s + "}"
+}
+
+// LogValue is what log/slog records of the lock: its key, validity and
+// fencing token, never its token.
+func (l *Lock) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("key", shorten(l.key)), slog.Time("until", l.Until())}
+	if l.fences != nil {
+		attrs = append(attrs, slog.Any("fence", fenceText(l.fences)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Format prints String for every verb, so that %v, %+v and %#v cannot
+// show the token either.
+func (l *Lock) Format(f fmt.State, _ rune) { fmt.Fprint(f, l.String()) }

@@ -1,10 +1,16 @@
 package redlock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/driver"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/fakenode"
@@ -91,9 +97,21 @@ func TestRetryCustomDelays(t *testing.T) {
 	s, err := redlock.NewSingle(bs[0], redlock.WithClock(clk))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "x"))
-	_, err = s.Lock(t.Context(), "k", redlock.WithStrategy(redlock.Retry(5, 7*time.Millisecond)))
+	_, err = s.Lock(t.Context(), "k", redlock.WithStrategy(redlock.Retry(5, 7*time.Millisecond)), redlock.WithHandoff(false))
 	assert.ErrorIs(t, err, redlock.ErrTimeout)
 	assert.Equal(t, []time.Duration{7, 14, 28, 56, 112}, scale(clk.Delays(), time.Millisecond))
+	assert.Contains(t, err.Error(), "after 6 attempts")
+
+	// With hand-off the attempt made once subscribed, which catches a
+	// release it could not hear, is one of the six: the call gives up
+	// once they are spent, before its last delay.
+	clk = newFakeClock()
+	s, err = redlock.NewSingle(bs[0], redlock.WithClock(clk))
+	require.NoError(t, err)
+	_, err = s.Lock(t.Context(), "k", redlock.WithStrategy(redlock.Retry(5, 7*time.Millisecond)))
+	assert.ErrorIs(t, err, redlock.ErrTimeout)
+	assert.Equal(t, []time.Duration{7, 14, 28, 56}, scale(clk.Delays(), time.Millisecond))
+	assert.Contains(t, err.Error(), "after 6 attempts")
 }
 
 func scale(ds []time.Duration, unit time.Duration) []time.Duration {
@@ -172,7 +190,7 @@ func TestRollbackReachesNodesThatTimedOut(t *testing.T) {
 		}
 		return r
 	})
-	bs[0] = fakenode.Plain(late)
+	bs[0] = fakenode.Silent(late)
 	require.NoError(t, ms[1].Set("k", "other"))
 	require.NoError(t, ms[2].Set("k", "other"))
 	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Reject()))
@@ -321,12 +339,12 @@ func TestBadInput(t *testing.T) {
 
 	ctors := []struct {
 		name  string
-		nodes []redlock.Backend
+		nodes []driver.Node
 		opts  []redlock.Option
 	}{
 		{"no nodes", nil, nil},
-		{"nil node", []redlock.Backend{good, nil}, nil},
-		{"duplicate node", []redlock.Backend{good, dup}, nil},
+		{"nil node", []driver.Node{good, nil}, nil},
+		{"duplicate node", []driver.Node{good, dup}, nil},
 		{"zero TTL", bs, []redlock.Option{redlock.WithTTL(0)}},
 		{"negative TTL", bs, []redlock.Option{redlock.WithTTL(-time.Second)}},
 		{"sub-millisecond TTL", bs, []redlock.Option{redlock.WithTTL(time.Microsecond)}},
@@ -339,6 +357,7 @@ func TestBadInput(t *testing.T) {
 		{"nil clock", bs, []redlock.Option{redlock.WithClock(nil)}},
 		{"node timeout not below TTL", bs, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithNodeTimeout(time.Second)}},
 		{"negative node timeout", bs, []redlock.Option{redlock.WithNodeTimeout(-1)}},
+		{"zero node timeout", bs, []redlock.Option{redlock.WithNodeTimeout(0)}},
 	}
 	for _, c := range ctors {
 		t.Run(c.name, func(t *testing.T) {
@@ -405,4 +424,39 @@ func TestErrorsCompose(t *testing.T) {
 	assert.True(t, errors.Is(redlock.ErrTimeout, redlock.ErrNotAcquired))
 	assert.False(t, errors.Is(redlock.ErrNotAcquired, redlock.ErrTimeout))
 	assert.False(t, errors.Is(redlock.ErrUnavailable, redlock.ErrNotAcquired))
+}
+
+// A lock prints, and logs, its key, validity and fence, never its token:
+// the token is what lets anyone release it.
+func TestLockPrintsNoToken(t *testing.T) {
+	_, bs := minis(t, 1)
+	s, err := redlock.NewSingle(bs[0], redlock.WithFencing())
+	require.NoError(t, err)
+	l, err := s.Lock(t.Context(), "order:1")
+	require.NoError(t, err)
+	defer l.Unlock(t.Context())
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("held", "lock", l)
+	for _, out := range []string{fmt.Sprint(l), fmt.Sprintf("%v %+v %#v %s %q", l, l, l, l, l), logs.String()} {
+		assert.NotContains(t, out, l.Token())
+		assert.Contains(t, out, "order:1")
+	}
+	assert.Contains(t, logs.String(), `"fence":1`)
+}
+
+// A key longer than the documented maximum is refused before any node
+// sees it, and the error quotes it shortened.
+func TestLongKeyRefused(t *testing.T) {
+	_, bs := minis(t, 1)
+	s, err := redlock.NewSingle(bs[0])
+	require.NoError(t, err)
+	_, err = s.Lock(t.Context(), strings.Repeat("k", redlock.MaxKeyLen))
+	require.NoError(t, err, "the maximum itself is allowed")
+	huge := strings.Repeat("x", 1<<20)
+	_, err = s.Lock(t.Context(), huge)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	assert.Less(t, len(err.Error()), 300, "the key is quoted shortened")
+	_, err = s.LockMany(t.Context(), []string{"a", huge})
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	assert.Less(t, len(err.Error()), 300)
 }

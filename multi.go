@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +13,7 @@ import (
 // rollback, Extend and renewal, fencing, hand-off, the observer).
 //
 // On each node one script sets every key of the set or none
-// (MultiLocker), so a node grants only if it set them all, and a quorum of
+// (acquire_many.lua), so a node grants only if it set them all, and a quorum of
 // such nodes grants the set: two sets that share a key, or a set and a
 // single-key lock on one of its keys, would need two majorities that each
 // set that key, and the node they share refuses the later one (the key
@@ -26,80 +25,36 @@ import (
 // no partial hold to deadlock on. A refused caller holds nothing and
 // retries under its strategy, like a refused single-key caller.
 
-// MaxKeys is the most distinct keys one LockMany or DoMany call may lock.
+// maxKeys is the most distinct keys one LockMany or DoMany call may lock.
 // A set is one script call per node with its keys as arguments; the bound
 // keeps that call (and the time the node spends in it, during which it
 // serves nobody else) small.
-const MaxKeys = 64
+const maxKeys = 64
 
-// KeySetLocker is a Locker that also locks several keys at once. *Single
-// and *Redlock implement it. It is an interface of its own rather than two
-// more methods on Locker so that implementations of Locker outside this
-// package (wrappers, test doubles) keep compiling; code that needs sets
-// asks for a KeySetLocker.
-type KeySetLocker interface {
-	Locker
-
-	// LockMany acquires every key of keys, all or nothing: on each node
-	// one atomic step sets them all or none, and the set is granted when
-	// a quorum of nodes set them all within the validity. Duplicate keys
-	// count once; the keys are taken in canonical (sorted) order, which
-	// Lock.Keys returns. No keys, more than MaxKeys distinct keys, an
-	// empty key, or a node that is not a MultiLocker (or refuses the set,
-	// see KeySetChecker) is an error matching ErrInvalid. Otherwise it is
-	// Lock for the set: the same strategy, errors and options; Extend,
-	// Unlock, WithAutoRenew and WithFencing (Lock.Fences, one per key)
-	// cover the whole set.
-	LockMany(ctx context.Context, keys []string, opts ...Option) (*Lock, error)
-
-	// DoMany is Do on the set of keys LockMany takes: fn runs while every
-	// key is held, renewed together, and its context is cancelled if the
-	// set is lost.
-	DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error
-}
-
-var (
-	_ KeySetLocker = (*Single)(nil)
-	_ KeySetLocker = (*Redlock)(nil)
-)
-
-// LockMany acquires several keys at once on the node; see
-// KeySetLocker.LockMany.
-func (s *Single) LockMany(ctx context.Context, keys []string, opts ...Option) (*Lock, error) {
-	return s.lockMany(ctx, keys, opts)
-}
-
-// DoMany runs fn while holding several keys; see KeySetLocker.DoMany.
-func (s *Single) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
-	return s.doMany(ctx, keys, fn, opts)
-}
-
-// LockMany acquires several keys at once on a quorum of the nodes; see
-// KeySetLocker.LockMany.
+// LockMany acquires every key of keys, all or nothing (see
+// Locker.LockMany): on each node one atomic step sets them all or none,
+// and the set is granted when a quorum of nodes set them all within the
+// validity. No keys, more than 64 distinct keys, an empty key, or a set
+// that a node cannot hold together (a Redis Cluster needs one hash slot)
+// is an error matching ErrInvalid. Otherwise it is Lock for the set: the
+// same strategy, errors and options; Extend, Unlock, WithAutoRenew and
+// WithFencing (Lock.Fences, one per key) cover the whole set.
 func (r *Redlock) LockMany(ctx context.Context, keys []string, opts ...Option) (*Lock, error) {
-	return r.lockMany(ctx, keys, opts)
-}
-
-// DoMany runs fn while holding several keys; see KeySetLocker.DoMany.
-func (r *Redlock) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
-	return r.doMany(ctx, keys, fn, opts)
-}
-
-// lockMany is LockMany for both lockers.
-func (l *locker) lockMany(ctx context.Context, keys []string, opts []Option) (*Lock, error) {
-	sc, err := l.prepareMany(ctx, keys, opts)
+	sc, err := r.prepareMany(ctx, keys, opts)
 	if err != nil {
 		return nil, err
 	}
 	return lockScope(ctx, sc)
 }
 
-// doMany is DoMany for both lockers.
-func (l *locker) doMany(ctx context.Context, keys []string, fn func(context.Context) error, opts []Option) error {
+// DoMany is Do on the set of keys LockMany takes: fn runs while every
+// key is held, renewed together, and its context is cancelled if the set
+// is lost.
+func (r *Redlock) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil function")
 	}
-	sc, err := l.prepareMany(ctx, keys, opts)
+	sc, err := r.prepareMany(ctx, keys, opts)
 	if err != nil {
 		return err
 	}
@@ -107,7 +62,7 @@ func (l *locker) doMany(ctx context.Context, keys []string, fn func(context.Cont
 }
 
 // prepareMany is prepare for a set of keys.
-func (l *locker) prepareMany(ctx context.Context, keys []string, opts []Option) (scope, error) {
+func (r *Redlock) prepareMany(ctx context.Context, keys []string, opts []Option) (scope, error) {
 	if ctx == nil {
 		return scope{}, invalidf("nil context")
 	}
@@ -115,15 +70,14 @@ func (l *locker) prepareMany(ctx context.Context, keys []string, opts []Option) 
 	if err != nil {
 		return scope{}, err
 	}
-	if err := checkKeySet(l.nodes, set); err != nil {
+	if err := checkKeySet(r.nodes, set); err != nil {
 		return scope{}, err
 	}
-	cfg := l.cfg.with(opts)
+	cfg := r.cfg.with(opts)
 	if err := cfg.validate(); err != nil {
 		return scope{}, err
 	}
-	s := scope{key: setName(set), keys: set, what: keySet{}, nodes: l.nodes, cfg: &cfg}
-	return s, cfg.validateNodes(l.nodes)
+	return scope{key: setName(set), keys: set, what: keySet{}, nodes: r.nodes, cfg: &cfg}, nil
 }
 
 // canonicalKeys returns keys sorted, without duplicates, in a slice of its
@@ -136,8 +90,8 @@ func canonicalKeys(keys []string) ([]string, error) {
 	if set[0] == "" { // sorted: an empty key comes first
 		return nil, invalidf("empty key")
 	}
-	if len(set) > MaxKeys {
-		return nil, invalidf("%d distinct keys, more than MaxKeys (%d)", len(set), MaxKeys)
+	if len(set) > maxKeys {
+		return nil, invalidf("%d distinct keys, more than %d", len(set), maxKeys)
 	}
 	return slices.Clip(set), nil
 }
@@ -145,77 +99,48 @@ func canonicalKeys(keys []string) ([]string, error) {
 // setName names a set in errors and events: "[a b c]".
 func setName(keys []string) string { return "[" + strings.Join(keys, " ") + "]" }
 
-// checkKeySet asks every node whether it can hold the set: each key
-// (KeyChecker), the set together (KeySetChecker), and whether it can lock
-// sets at all (MultiLocker).
-func checkKeySet(nodes []Backend, set []string) error {
+// checkKeySet refuses, before the first attempt, a set that some node
+// cannot hold together (a Redis Cluster needs one hash slot).
+func checkKeySet(nodes []*node, set []string) error {
 	for _, key := range set {
 		if err := checkKey(nodes, key); err != nil {
 			return err
 		}
 	}
-	for _, b := range nodes {
-		if _, ok := b.(MultiLocker); !ok {
-			return invalidf("LockMany: node %q (%T) does not implement MultiLocker", b.Name(), b)
-		}
-		kc, ok := b.(KeySetChecker)
-		if !ok {
-			continue
-		}
-		if err := kc.CheckKeys(set); err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				err = fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			return fmt.Errorf("node %q cannot hold keys %q together: %w", b.Name(), set, err)
+	for _, n := range nodes {
+		if _, err := n.keysOf(set); err != nil {
+			return fmt.Errorf("keys %s cannot be locked together: %w", shorten(fmt.Sprintf("%q", set)), err)
 		}
 	}
 	return nil
 }
 
-// keySet is the set s.keys, all or nothing: the Backend's MultiLocker
-// methods.
+// keySet is the set s.keys, all or nothing (acquire_many.lua and its
+// kin).
 type keySet struct{}
 
-func (keySet) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	return b.(MultiLocker).AcquireMany(ctx, s.keys, token, s.cfg.ttl)
+func (keySet) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
+	return n.acquireMany(ctx, s.keys, token, s.cfg.ttl)
 }
 
-func (keySet) acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	return b.(MultiLocker).AcquireManyFenced(ctx, s.keys, token, s.cfg.ttl, fences)
+func (keySet) acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	return n.acquireManyFenced(ctx, s.keys, token, s.cfg.ttl, s.cfg.fenceLife, fences)
 }
 
-func (keySet) raiseFence(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	return b.(MultiLocker).RaiseFences(ctx, s.keys, token, fences)
+func (keySet) raiseFence(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	return n.raiseFences(ctx, s.keys, token, fences, s.cfg.fenceLife)
 }
 
-func (keySet) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
-	return b.(MultiLocker).ReleaseMany(ctx, s.keys, token, announce)
+func (keySet) release(ctx context.Context, s scope, n *node, token string, announce bool) (bool, error) {
+	return n.releaseMany(ctx, s.keys, token, announce)
 }
 
-func (keySet) extend(ctx context.Context, s scope, b Backend, token string, ttl time.Duration) (bool, error) {
-	return b.(MultiLocker).ExtendMany(ctx, s.keys, token, ttl)
+func (keySet) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
+	return n.extendMany(ctx, s.keys, token, ttl, s.cfg.fenceLife)
 }
 
-// notify subscribes to the release of every key of the set. A node that
-// refused the set held at least one of its keys, and any of them may have
-// been the one: a release of any key frees the node for the waiter's
-// wake-up (notify.go), which makes an attempt that may find another key
-// still held. Such an extra attempt costs a round; missing the release
-// that freed the last held key would cost the whole backoff delay.
-func (keySet) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
-	stops := make([]func(), 0, len(s.keys))
-	stop := func() {
-		for _, st := range stops {
-			st()
-		}
-	}
-	for _, key := range s.keys {
-		st, err := n.Notify(ctx, key, released)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		stops = append(stops, st)
-	}
-	return stop, nil
+// notify subscribes to the releases of every key of the set: a release
+// of any of them may let the set be taken.
+func (keySet) notify(ctx context.Context, s scope, n *node, released func(string)) (func(), error) {
+	return n.notify(ctx, s.keys, "", released)
 }

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/driver"
+
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// setLocker is a KeySetLocker over bs: Single for one node, Redlock
-// otherwise.
-func setLocker(t *testing.T, bs []redlock.Backend, opts ...redlock.Option) redlock.KeySetLocker {
+// setLocker is a locker over bs.
+func setLocker(t *testing.T, bs []driver.Node, opts ...redlock.Option) redlock.Locker {
 	t.Helper()
-	return lockerFor(t, bs, opts...).(redlock.KeySetLocker)
+	return lockerFor(t, bs, opts...)
 }
 
 var rejectOpts = []redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithStrategy(redlock.Reject())}
@@ -102,11 +102,6 @@ func TestLockManyBadInput(t *testing.T) {
 	_, err = lk.LockMany(nil, []string{"a"})
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "nil context")
 
-	_, ns := fakenode.WrapAll(bs)
-	plain, err := redlock.NewSingle(fakenode.Plain(ns[0]))
-	require.NoError(t, err)
-	_, err = plain.LockMany(t.Context(), []string{"a"})
-	assert.ErrorIs(t, err, redlock.ErrInvalid, "a node that is not a MultiLocker")
 }
 
 // TestLockManyRollbackLeavesNoKey: a set granted by one node of three and
@@ -180,7 +175,7 @@ func TestLockManyFences(t *testing.T) {
 func TestDoManyRenewsAndCancelsOnLoss(t *testing.T) {
 	ms, bs := minis(t, 1)
 	var extended atomic.Int64
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventExtend && e.Err == nil {
 			extended.Add(1)
 		}
@@ -208,7 +203,7 @@ func TestLockManyHandoff(t *testing.T) {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			_, bs := minis(t, n)
 			holder := setLocker(t, bs, rejectOpts...)
-			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 			held, err := holder.Lock(t.Context(), "b")
 			require.NoError(t, err)
 			got := make(chan error, 1)
@@ -242,7 +237,7 @@ func TestLockManyOppositeOrders(t *testing.T) {
 
 // runSets has one locker per set take it rounds times; each holder marks
 // its keys in use and fails on a key already in use.
-func runSets(t *testing.T, bs []redlock.Backend, sets [][]string, rounds int, opts []redlock.Option) {
+func runSets(t *testing.T, bs []driver.Node, sets [][]string, rounds int, opts []redlock.Option) {
 	var mu sync.Mutex
 	inUse := map[string]bool{}
 	mark := func(keys []string, on bool) {
@@ -313,7 +308,7 @@ func TestRealServersLockManyHandoff(t *testing.T) {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			_, bs := realNodes(t, n)
 			holder := setLocker(t, bs, rejectOpts...)
-			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 			held, err := holder.LockMany(t.Context(), []string{"h:b", "h:c"})
 			require.NoError(t, err)
 			got := make(chan error, 1)
@@ -338,7 +333,7 @@ func TestSingleKeyWaiterWokenBySetRelease(t *testing.T) {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			_, bs := minis(t, n)
 			holder := setLocker(t, bs, rejectOpts...)
-			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			waiter := setLocker(t, bs, redlock.WithTTL(5*time.Second), redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 			held, err := holder.LockMany(t.Context(), []string{"a", "b"})
 			require.NoError(t, err)
 			got := make(chan error, 1)

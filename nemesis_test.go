@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -84,7 +85,7 @@ func (n *nemesisNodes) setAll(f faultproxy.Fault) {
 // connection is dialled while its path delivers late never leaves the
 // client at all.
 func (n *nemesisNodes) locker(t *testing.T, name string, maxRetries int, opts ...redlock.Option) *redlock.Redlock {
-	bs := make([]redlock.Backend, len(n.proxies))
+	bs := make([]driver.Node, len(n.proxies))
 	var wg sync.WaitGroup
 	for i, p := range n.proxies {
 		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true,
@@ -324,7 +325,7 @@ func nemesisTargetedLateRelease(t *testing.T, addrs []string) {
 		late        = time.Second // well after attempt 2, well inside the validity
 	)
 	var heal sync.Once
-	healOnFailure := redlock.ObserverFunc(func(e redlock.Event) {
+	healOnFailure := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventContention {
 			heal.Do(func() { nodes.setAll(faultproxy.Fault{}) })
 		}
@@ -505,7 +506,7 @@ func runNemesis(t *testing.T, nodes *nemesisNodes, cfg nemesisRun) {
 		rw := !sets && id >= cfg.lockers-cfg.setLockers-cfg.rwLockers
 		fair := id%4 == 3 && !sets && !rw // queued, often granted by a release (fair.go)
 		if fair {
-			opts = append(opts, redlock.WithFairness())
+			opts = append(opts, redlock.WithFairness(true))
 			fairLockers++
 		}
 		name := fmt.Sprintf("L%d", id)

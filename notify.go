@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -11,8 +12,8 @@ import (
 //
 // release.lua PUBLISHes the releasing token on the key's release channel,
 // "redlock:released:" followed by the key, when it deletes the key. A
-// waiter under the Retry strategy whose nodes implement Notifier
-// subscribes after its first failed attempt and, once the subscription is
+// waiter under the Retry strategy whose nodes deliver announcements
+// (driver.Subscriber) subscribes after its first failed attempt and, once the subscription is
 // active, attempts again at once: a release that happened between the
 // failed attempt and the subscription is caught by that attempt, and every
 // later one by a notification. While it waits out a backoff delay, a
@@ -34,9 +35,8 @@ import (
 // announcement, or grants it the key: only that waiter wakes, wherever it
 // stands in its locker's line. Within a locker only the first in line
 // for the key is woken by other releases (see line.go): waking them all
-// would make all but one fail an attempt and roll back; and when the
-// nodes are Transferrers, Unlock does not release at all but hands the
-// key to that waiter (handoff.go). Across lockers
+// would make all but one fail an attempt and roll back; and Unlock may
+// not release at all but hand the key to that waiter (handoff.go). Across lockers
 // (processes) one waiter per locker competes, and with several nodes the
 // key's gate (gate.go) decides among them;
 // BenchmarkHandoff in handoff_bench_test.go measures wait times and
@@ -208,6 +208,22 @@ func (w *wakeup) freeLocked() bool {
 	return free >= w.need
 }
 
+// claimableLocked reports whether releases granted the fair waiter's
+// latest attempt's token on a quorum of the nodes that refused that
+// attempt (see claim).
+func (w *wakeup) claimableLocked() bool {
+	if w.grantTok == "" { // not a fair waiter, or no attempt since subscribing
+		return false
+	}
+	n := 0
+	for i, g := range w.granted {
+		if g && w.trusted[i] {
+			n++
+		}
+	}
+	return n >= w.quorum
+}
+
 // begin marks the start of an attempt with token: its rollback's
 // announcements are ours, and a pending wake-up is spent by it.
 func (w *wakeup) begin(token string) {
@@ -240,6 +256,39 @@ func (w *wakeup) end(outcome []error) {
 	w.mu.Unlock()
 	if fire && (named || w.first()) {
 		w.wake()
+	}
+}
+
+// first reports whether w is first in its line; a waiter that has left
+// its line is not.
+func (w *wakeup) first() bool {
+	w.lines.mu.Lock()
+	defer w.lines.mu.Unlock()
+	return w.line != nil && w.line.waiters[0] == w
+}
+
+// leave takes w out of its line. A first waiter that leaves with an unused
+// wake-up passes it on, so a release is not lost with it.
+func (w *wakeup) leave() {
+	ls := w.lines
+	ls.mu.Lock()
+	l := w.line
+	if l == nil {
+		ls.mu.Unlock()
+		return
+	}
+	w.line = nil
+	i := slices.Index(l.waiters, w)
+	l.waiters = slices.Delete(l.waiters, i, i+1)
+	var next *wakeup
+	if len(l.waiters) == 0 {
+		delete(ls.m, l.key)
+	} else if i == 0 {
+		next = l.waiters[0]
+	}
+	ls.mu.Unlock()
+	if next != nil && len(w.ch) > 0 {
+		next.wake()
 	}
 }
 
@@ -292,6 +341,15 @@ func drain(ch chan struct{}) {
 	}
 }
 
+// waitsForReleases reports whether a call with cfg, refused, waits with
+// hand-off on and a strategy that waits before its first retry: what
+// standing in line (joinsLine) and subscribing first (subscribesFirst)
+// count on.
+func waitsForReleases(cfg *config) bool {
+	d, ok := cfg.strategy.Backoff(0)
+	return !cfg.noHandoff && ok && d > 0
+}
+
 // watchReleases subscribes to releases of key on every node that supports
 // it, each bounded by the per-node timeout, then puts the waiter in line.
 // It returns nil when no node could be subscribed; otherwise the caller
@@ -320,9 +378,8 @@ func (s scope) watchReleases(ctx context.Context, t *transferSlot) (*wakeup, fun
 	// attempt it makes once subscribed (waitOut).
 	s.cfg.lines.join(s.key, w)
 	stops := make([]func(), len(nodes))
-	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, b Backend) (bool, error) {
-		n, ok := b.(Notifier)
-		if !ok {
+	r := s.fanOut(ctx, "watch", errNoNotifier, func(ctx context.Context, i int, n *node) (bool, error) {
+		if n.sub == nil {
 			return false, nil
 		}
 		announced := func(payload string) { w.released(i, payload) }
@@ -365,6 +422,3 @@ func (ls *lines) hears(w *wakeup, t *transferSlot) {
 	defer ls.mu.Unlock()
 	w.hearing, w.transfer = true, t
 }
-
-// errNoNotifier is the refusal of a node that cannot notify.
-var errNoNotifier = invalidf("node cannot notify")

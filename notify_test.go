@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/driver"
+
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/stretchr/testify/assert"
@@ -19,7 +22,7 @@ import (
 // a function that waits (up to the watchdog) until n were made.
 func waitingFor(t *testing.T) (redlock.Observer, func(n int64)) {
 	var failed atomic.Int64
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventContention {
 			failed.Add(1)
 		}
@@ -49,7 +52,7 @@ func TestReleasePublishes(t *testing.T) {
 
 	// A release that finds someone else's key deletes and announces nothing.
 	require.NoError(t, ms[0].Set("k", "other"))
-	ok, err := bs[0].Release(t.Context(), "k", "not-ours", true)
+	ok, err := redlock.On(bs[0]).Release(t.Context(), "k", "not-ours", true)
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.Equal(t, 1, ms[0].Publish(redlock.ReleaseChannel("k"), "marker"), "our subscriber is still there")
@@ -78,7 +81,7 @@ func TestRealServersHandoffWakesTheWaiter(t *testing.T) {
 	}
 }
 
-func handoffWakesTheWaiter(t *testing.T, bs []redlock.Backend) {
+func handoffWakesTheWaiter(t *testing.T, bs []driver.Node) {
 	obs, waitFailures := waitingFor(t)
 	lk := lockerFor(t, bs, redlock.WithTTL(time.Minute), redlock.WithObserver(obs))
 	holder, err := lk.Lock(t.Context(), "k")
@@ -87,7 +90,7 @@ func handoffWakesTheWaiter(t *testing.T, bs []redlock.Backend) {
 	defer cancel()
 	got := make(chan error, 1)
 	go func() {
-		l, err := lk.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+		l, err := lk.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 		if err == nil {
 			err = l.Unlock(t.Context())
 		}
@@ -107,62 +110,13 @@ func TestHandoffOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	got := make(chan error, 1)
 	go func() {
-		_, err := s.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+		_, err := s.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 		got <- err
 	}()
 	waitFailures(1)
 	assert.Zero(t, ms[0].PubSubNumSub(redlock.ReleaseChannel("k"))[redlock.ReleaseChannel("k")], "no subscription with hand-off off")
 	cancel()
 	assert.ErrorIs(t, <-got, context.Canceled)
-}
-
-// countingStrategy counts how often the strategy was consulted.
-type countingStrategy struct {
-	redlock.Strategy
-	calls atomic.Int64
-}
-
-func (c *countingStrategy) Backoff(retry int) (time.Duration, bool) {
-	c.calls.Add(1)
-	return c.Strategy.Backoff(retry)
-}
-
-// TestHandoffKeepsRetryLimits: notifications that lead nowhere (someone
-// else keeps the key) cause extra attempts, but the strategy is consulted
-// exactly as without hand-off, and the result is still ErrTimeout.
-func TestHandoffKeepsRetryLimits(t *testing.T) {
-	ms, bs := minis(t, 1)
-	require.NoError(t, ms[0].Set("k", "other"))
-	strategy := &countingStrategy{Strategy: redlock.Retry(3, 30*time.Millisecond)}
-	var attempts atomic.Int64
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
-		if e.Kind == redlock.EventAcquire {
-			attempts.Store(int64(e.Attempt))
-		}
-	})
-	s, err := redlock.NewSingle(bs[0], redlock.WithStrategy(strategy), redlock.WithObserver(obs))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Lock(t.Context(), "k")
-		done <- err
-	}()
-	var published int
-	var err2 error
-wait:
-	for {
-		select {
-		case err2 = <-done:
-			break wait
-		case <-time.After(5 * time.Millisecond):
-			published += ms[0].Publish(redlock.ReleaseChannel("k"), "")
-		}
-	}
-	require.ErrorIs(t, err2, redlock.ErrTimeout)
-	assert.Equal(t, int64(4), strategy.calls.Load(), "three retries granted, the fourth refused")
-	if published > 0 {
-		assert.Greater(t, attempts.Load(), int64(4), "notified attempts came on top of the four")
-	}
 }
 
 // TestHandoffSharesOneConnection: many waiters on one node share one
@@ -298,7 +252,7 @@ func TestLastReleaseRecordedForTheNextWaiter(t *testing.T) {
 		require.NoError(t, err)
 		got := make(chan *redlock.Lock, 1)
 		go func() {
-			l, err := lk.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+			l, err := lk.Lock(ctx, "k", redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 			assert.NoError(t, err)
 			got <- l
 		}()
@@ -316,4 +270,99 @@ func TestLastReleaseRecordedForTheNextWaiter(t *testing.T) {
 	ms[0].Close() // one node will not answer the release
 	assert.NoError(t, l2.Unlock(ctx), "released on a quorum")
 	assert.Equal(t, l.Token(), redlock.LastReleased(lk, "k"), "not recorded: a node did not answer")
+}
+
+// Retry(3, d) makes at most four attempts, whether its delays run out or
+// releases wake it: announcements that never free the key (another
+// holder's key is set again at once) bring attempts forward, never add
+// one.
+func TestRetryCountsWokenAttempts(t *testing.T) {
+	ms, raw := minis(t, 3)
+	bs, fakes := fakenode.WrapAll(raw)
+	for _, m := range ms {
+		require.NoError(t, m.Set("k", "someone else"))
+	}
+	r, err := redlock.New(bs, redlock.WithStrategy(redlock.Retry(3, 100*time.Millisecond)))
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // "releases" every 10 ms; the key stays held
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				for _, m := range ms {
+					m.Publish(redlock.ReleaseChannel("k"), "released-by-someone-else")
+				}
+			}
+		}
+	})
+	_, err = r.Lock(t.Context(), "k")
+	close(stop)
+	wg.Wait()
+	require.ErrorIs(t, err, redlock.ErrTimeout)
+	for i, f := range fakes {
+		assert.LessOrEqual(t, f.Calls(fakenode.Acquire), 4, "node %d: a first attempt and three retries", i)
+	}
+	assert.Contains(t, err.Error(), "after 4 attempts")
+}
+
+// everyTenSeconds is a Strategy of the caller's own.
+type everyTenSeconds struct{}
+
+func (everyTenSeconds) Backoff(retry int) (time.Duration, bool) { return 10 * time.Second, retry < 3 }
+
+// A Strategy of the caller's own is woken by a release as Retry is: the
+// waiter takes the key long before its ten-second delay runs out.
+func TestCustomStrategyIsWokenByRelease(t *testing.T) {
+	_, bs := minis(t, 3)
+	r, err := redlock.New(bs, redlock.WithStrategy(everyTenSeconds{}))
+	require.NoError(t, err)
+	held, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	obs, waitFailed := waitingFor(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // half the delay
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := r.Lock(ctx, "k", redlock.WithObserver(obs))
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	waitFailed(1)
+	require.NoError(t, held.Unlock(t.Context()))
+	assert.NoError(t, <-got, "woken by the release, not by its delay")
+}
+
+// A Strategy of the caller's own stands in its locker's line as Retry
+// does: a second call of the locker, finding the first waiting, makes no
+// attempt of its own until its turn.
+func TestCustomStrategyStandsInLine(t *testing.T) {
+	_, raw := minis(t, 3)
+	bs, fakes := fakenode.WrapAll(raw)
+	r, err := redlock.New(bs, redlock.WithStrategy(everyTenSeconds{}))
+	require.NoError(t, err)
+	held, err := r.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first := startLock(ctx, r, "k")
+	testwait.Until(t, "the first waiter hears releases", func() bool { return redlock.InLine(r, "k") == 1 })
+	before := fakes[0].Calls(fakenode.Acquire)
+	second := startLock(ctx, r, "k")
+	testwait.Until(t, "the second waiter joined the line", func() bool { return redlock.Joined(r, "k") == 2 })
+	assert.Equal(t, before, fakes[0].Calls(fakenode.Acquire), "the second call made no attempt")
+	require.NoError(t, held.Unlock(t.Context()))
+	a := <-first
+	require.NoError(t, a.err, "the first in line takes the key")
+	require.NoError(t, a.l.Unlock(t.Context()))
+	b := <-second
+	require.NoError(t, b.err, "then the second")
+	require.NoError(t, b.l.Unlock(t.Context()))
 }

@@ -59,7 +59,7 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 		}
 	}
 	rec := &recorder{}
-	r, err := redlock.New(bs, redlock.WithObserver(rec), redlock.WithClock(clk), redlock.WithHandoff(false),
+	r, err := redlock.New(bs, redlock.WithObserver(rec.Observe), redlock.WithClock(clk), redlock.WithHandoff(false),
 		redlock.WithStrategy(redlock.Retry(1, 7*time.Millisecond)))
 	require.NoError(t, err)
 
@@ -94,7 +94,7 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 	assert.Equal(t, "release", es[0].Op)
 	assert.Equal(t, 500*time.Millisecond, es[1].Duration, "release reports how long the lock was held")
 
-	_, err = r.Lock(t.Context(), "", redlock.WithObserver(rec))
+	_, err = r.Lock(t.Context(), "", redlock.WithObserver(rec.Observe))
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	assert.Empty(t, rec.take(), "bad input is not an operation")
 }
@@ -102,7 +102,7 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 func TestObserverFailedAcquisitionAndLoss(t *testing.T) {
 	ms, bs := minis(t, 1)
 	rec := &recorder{}
-	s, err := redlock.NewSingle(bs[0], redlock.WithObserver(rec), redlock.WithStrategy(redlock.Reject()))
+	s, err := redlock.NewSingle(bs[0], redlock.WithObserver(rec.Observe), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
 	require.NoError(t, ms[0].Set("k", "other"))
 	_, err = s.Lock(t.Context(), "k")
@@ -125,7 +125,7 @@ func TestObserverFailedAcquisitionAndLoss(t *testing.T) {
 		}
 	}
 	require.Equal(t, []redlock.EventKind{redlock.EventAcquire, redlock.EventExtend, redlock.EventLost, redlock.EventRelease}, kinds(es))
-	assert.Equal(t, int64(1), es[0].Fence)
+	assert.Positive(t, es[0].Fence)
 	assert.ErrorIs(t, es[1].Err, redlock.ErrNotHeld)
 	assert.ErrorIs(t, es[2].Err, redlock.ErrLockLost)
 	assert.Positive(t, es[2].Duration)
@@ -173,13 +173,23 @@ func TestSlogObserver(t *testing.T) {
 		assert.Equal(t, w.msg, got[i].Msg, "record %d", i)
 		assert.Equal(t, "k", got[i].Key)
 	}
-	assert.Equal(t, int64(1), got[0].Fence)
+	assert.Positive(t, got[0].Fence)
 	assert.NotEmpty(t, got[2].Error)
 	assert.Equal(t, addr, got[4].Node)
 	assert.Equal(t, "acquire", got[4].Op)
 
-	_, err = redlock.NewSingle(bs[0], redlock.WithObserver(redlock.SlogObserver(nil)))
-	assert.ErrorIs(t, err, redlock.ErrInvalid)
+	// A nil logger logs to slog.Default(), as it is at each event.
+	var def bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&def, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(prev)
+	_, fresh := minis(t, 1)
+	s2, err := redlock.NewSingle(fresh[0], redlock.WithObserver(redlock.SlogObserver(nil)))
+	require.NoError(t, err)
+	l2, err := s2.Lock(t.Context(), "default-logger")
+	require.NoError(t, err)
+	require.NoError(t, l2.Unlock(t.Context()))
+	assert.Contains(t, def.String(), `"key":"default-logger"`)
 }
 
 func TestNothingIsLoggedByDefault(t *testing.T) {
@@ -219,7 +229,7 @@ func TestStoppedHeartbeatIsNoNodeError(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var nodeErrors []redlock.Event
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventNodeError {
 			mu.Lock()
 			nodeErrors = append(nodeErrors, e)

@@ -10,6 +10,7 @@ import (
 const (
 	defaultTTL         = 10 * time.Second
 	defaultDriftFactor = 0.01
+	defaultFenceLife   = 24 * time.Hour
 	// maxNodeTimeout caps the default per-node timeout (TTL/10).
 	maxNodeTimeout = time.Second
 )
@@ -24,14 +25,15 @@ type config struct {
 	ttl         time.Duration
 	strategy    Strategy
 	driftFactor float64
-	clock       Clock
+	clock       clock
 	nodeTimeout time.Duration // 0: TTL/10, at most one second
 	renewEvery  time.Duration // 0: TTL/3
 	autoRenew   bool
 	fencing     bool
+	fenceLife   time.Duration // WithFenceLifetime
 	noHandoff   bool
 	fair        bool // WithFairness (fair.go)
-	unfair      bool // WithoutFairness (fair.go)
+	unfair      bool // WithFairness(false) (fair.go)
 	observer    Observer
 	lines       *lines // the locker's waiters (line.go), shared by copies
 	tokenSuffix string // appended to every attempt's random token (election.go)
@@ -42,6 +44,7 @@ func defaultConfig() config {
 		ttl:         defaultTTL,
 		strategy:    Retry(defaultRetries, defaultRetryDelay),
 		driftFactor: defaultDriftFactor,
+		fenceLife:   defaultFenceLife,
 		clock:       systemClock{},
 		lines:       newLines(),
 	}
@@ -61,25 +64,25 @@ func WithStrategy(s Strategy) Option { return func(c *config) { c.strategy = s }
 // cover the nodes' clocks running faster than ours. Default 0.01.
 func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor = f } }
 
-// WithClock replaces the system clock, for tests.
-func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
-
 // WithNodeTimeout bounds every call to one node: acquire, extend and
 // release. It must be much smaller than the TTL so a dead or paused node
 // cannot eat the validity, and it must be below the validity (TTL minus
 // the drift allowance), or a round that took the whole timeout could
-// never grant: such a configuration is ErrInvalid. Default TTL/10, at
-// most one second.
-func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
+// never grant: such a configuration is ErrInvalid, as is d <= 0. Default
+// TTL/10, at most one second.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) {
+		c.nodeTimeout = d
+		if d == 0 {
+			c.nodeTimeout = -1 // an explicit zero is invalid, not "default"
+		}
+	}
+}
 
-// WithRenewEvery sets how often the heartbeat of Do (and of a Lock taken
-// WithAutoRenew) extends the lock, each time by the TTL. Default TTL/3,
-// which leaves two more heartbeats' worth of validity after one slow or
-// failed round; d must be positive, and d plus the node timeout must be
-// shorter than the validity (TTL minus the drift allowance), or an
-// extension that starts on time and takes the whole node timeout would
-// end after the lock expired.
-func WithRenewEvery(d time.Duration) Option {
+// withRenewEvery sets how often the heartbeat extends the lock, instead
+// of TTL/3 (tests: a short interval over a long TTL). d must be positive,
+// and d plus the node timeout must be shorter than the validity.
+func withRenewEvery(d time.Duration) Option {
 	return func(c *config) {
 		c.renewEvery = d
 		if d == 0 {
@@ -89,7 +92,7 @@ func WithRenewEvery(d time.Duration) Option {
 }
 
 // WithAutoRenew makes Lock start the heartbeat that Do uses: the lock is
-// extended by the TTL every renew interval (WithRenewEvery) until Unlock,
+// extended by the TTL every third of the TTL until Unlock,
 // and Lost is closed when an extension fails or validity runs out first.
 // The heartbeat runs in its own goroutine, which only Unlock or the loss
 // ends: a Lock taken with WithAutoRenew must be unlocked. Do renews
@@ -99,16 +102,27 @@ func WithAutoRenew() Option { return func(c *config) { c.autoRenew = true } }
 // WithFencing makes every acquisition issue a fencing token,
 // (*Lock).Fence, strictly greater than every earlier holder's of the same
 // key, for the protected resource to refuse writes from a stale holder (one
-// that paused past its validity). Every node must implement Fencer, or New,
-// NewSingle and Lock return ErrInvalid. Over N nodes the token takes a
-// second round on the nodes whose counter is behind; docs/fencing.md has
-// the scheme, the proof that tokens strictly increase, and what it rests
-// on: counters that survive restarts (AOF with appendfsync always).
+// that paused past its validity). Each node keeps a counter per key, key +
+// ":fence", that expires when unused for the fence lifetime
+// (WithFenceLifetime). Tokens are integers below 2^53. Over N nodes the
+// token takes a second round on the nodes whose counter is behind.
+// docs/fencing.md has the scheme, the proof that tokens strictly increase
+// while counters live, and what it rests on when a counter is lost
+// (expired, evicted, flushed): the nodes' clocks.
 func WithFencing() Option { return func(c *config) { c.fencing = true } }
+
+// WithFenceLifetime sets how long a key's fence counter lives on each node
+// after its last use (WithFencing): a name locked once costs one counter
+// key per node (about 130 bytes for a short key) for that long. A token issued after the
+// counter expired starts from the node's clock, still above every earlier
+// token while the nodes' clocks agree within the lifetime. d must be at
+// least the TTL, or a counter could expire under its holder; otherwise
+// ErrInvalid. Default 24 hours.
+func WithFenceLifetime(d time.Duration) Option { return func(c *config) { c.fenceLife = d } }
 
 // WithHandoff switches release notifications on (the default) or off.
 // With them on, a waiter under the Retry strategy whose nodes support
-// them (see Notifier; the go-redis adapter does) retries as soon as the
+// them (see driver.Subscriber; both adapters' nodes do) retries as soon as the
 // holder releases instead of sleeping out its backoff delay, and the
 // waiters of one locker for a key stand in line in arrival order (a new
 // call joins the line instead of barging in, and a release wakes the
@@ -117,37 +131,16 @@ func WithFencing() Option { return func(c *config) { c.fencing = true } }
 // then publish nothing.
 func WithHandoff(on bool) Option { return func(c *config) { c.noHandoff = !on } }
 
+// WithObserver sets the Observer told about every lock operation.
+// Default none: nothing is reported or logged. Given to one call, nil
+// silences the locker's observer for that call.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
 // withTokenSuffix makes every attempt's token the random part followed by
 // suffix: a campaign stores its value there, for readers of the key
 // (election.go). Unexported: a suffix is not random, and only the
 // election knows how to read it back.
 func withTokenSuffix(suffix string) Option { return func(c *config) { c.tokenSuffix = suffix } }
-
-// setup checks a locker's nodes and default options.
-func setup(nodes []Backend, opts []Option) (config, error) {
-	if err := checkNodes(nodes); err != nil {
-		return config{}, err
-	}
-	cfg := defaultConfig().with(opts)
-	if err := cfg.validate(); err != nil {
-		return config{}, err
-	}
-	return cfg, cfg.validateNodes(nodes)
-}
-
-// validateNodes checks that the nodes support what the options ask for.
-func (c *config) validateNodes(nodes []Backend) error {
-	if err := c.validateFair(nodes); err != nil {
-		return err
-	}
-	if !c.fencing {
-		return nil
-	}
-	if b := lacking[Fencer](nodes); b != nil {
-		return invalidf("WithFencing: node %q (%T) does not implement Fencer", b.Name(), b)
-	}
-	return nil
-}
 
 // renewInterval is the heartbeat period.
 func (c *config) renewInterval() time.Duration {
@@ -222,20 +215,23 @@ func (c *config) validate() error {
 	if c.clock == nil {
 		return invalidf("nil clock")
 	}
-	if o, ok := c.observer.(slogObserver); ok && o.l == nil {
-		return invalidf("SlogObserver with a nil logger")
-	}
 	if math.IsNaN(c.driftFactor) || c.driftFactor < 0 || c.driftFactor >= 1 {
 		return invalidf("drift factor %v outside [0, 1)", c.driftFactor)
 	}
 	if c.nodeTimeout < 0 {
-		return invalidf("negative node timeout %v", c.nodeTimeout)
+		return invalidf("node timeout must be positive")
 	}
 	if c.renewEvery < 0 {
 		return invalidf("renew interval must be positive")
 	}
 	if err := c.validateTTL(c.ttl); err != nil {
 		return err
+	}
+	if c.fenceLife < c.ttl {
+		return invalidf("fence lifetime %v is shorter than the TTL %v", c.fenceLife, c.ttl)
+	}
+	if c.fenceLife < time.Millisecond {
+		return invalidf("fence lifetime %v is below a millisecond", c.fenceLife)
 	}
 	if c.renewEvery > 0 || c.autoRenew {
 		return c.validateRenewal()
@@ -263,25 +259,6 @@ func (c *config) validateTTL(ttl time.Duration) error {
 	return nil
 }
 
-// checkNodes validates a node list for New and NewSingle.
-func checkNodes(nodes []Backend) error {
-	if len(nodes) == 0 {
-		return invalidf("no nodes")
-	}
-	seen := make(map[string]int, len(nodes))
-	for i, b := range nodes {
-		if b == nil {
-			return invalidf("node %d is nil", i)
-		}
-		name := b.Name()
-		if j, dup := seen[name]; dup {
-			return invalidf("nodes %d and %d are the same node %q", j, i, name)
-		}
-		seen[name] = i
-	}
-	return nil
-}
-
 // eventStart reads the clock for the start of an operation whose
 // Duration only an observer reads: without one it returns the zero time
 // and the caller skips the event, so the clock is not read for nothing.
@@ -295,6 +272,6 @@ func (c *config) eventStart() time.Time {
 // observe reports e when an observer is set.
 func (c *config) observe(e Event) {
 	if c.observer != nil {
-		c.observer.Observe(e)
+		c.observer(e)
 	}
 }

@@ -1,21 +1,18 @@
-// Package redlock is a distributed mutual-exclusion lock over Redis: a
-// single-instance locker ([Single]) and the Redlock algorithm over N
-// independent masters ([Redlock]), behind one pluggable [Backend] and one
-// retry strategy engine.
+// Package redlock is a distributed mutual-exclusion lock over Redis: one
+// algorithm, the Redlock, over one node ([NewSingle]) or N independent
+// masters ([New]), with one retry strategy engine.
 //
-// This package is the algorithm and imports no Redis client. A node is a
-// Backend made by an adapter: package goredis adapts a go-redis v9 client
-// (goredis.New: standalone masters, Redis Cluster and Sentinel), module
-// rueidisnode a rueidis client. An adapter of your own implements
-// [Backend] (and, for fencing, hand-off and keys it cannot hold, [Fencer],
-// [Notifier] and [KeyChecker]), runs the scripts in [Lua], and proves
-// itself with package backendtest. Package envconfig
-// builds a Locker from LOCK_DISTRIBUTED_* variables; package httplock
-// puts one in front of HTTP handlers.
+// This package is the algorithm and the application's API; it imports no
+// Redis client. A node is a [driver.Node] made by an adapter: package
+// goredis adapts a go-redis v9 client (standalone masters, Redis Cluster,
+// Sentinel), module rueidisnode a rueidis client. The core owns every
+// script; an adapter only runs them. Package envconfig builds a locker
+// from LOCK_DISTRIBUTED_* variables; package httplock puts one in front
+// of HTTP handlers.
 //
-// A lock is acquired with SET key token NX PX ttl (one atomic command) and a
-// random token per acquisition; it is released by a Lua compare-and-delete
-// (release.lua) so a holder can never delete someone else's lock.
+// A lock is acquired with SET key token NX PX ttl and a random token per
+// attempt; it is released by a Lua compare-and-delete (release.lua), so a
+// holder never deletes someone else's lock.
 //
 // # Holding a lock
 //
@@ -24,27 +21,19 @@
 // [ErrLockLost] if the lock is lost; a lock taken by hand can renew itself
 // too ([WithAutoRenew], [Lock.Lost]). [WithFencing] hands every holder a
 // strictly increasing fencing token ([Lock.Fence]) for the protected
-// resource to check. Waiters under the Retry strategy are woken by the
-// release instead of sleeping out their delay (hand-off, [WithHandoff]).
-// An [Observer] sees every operation; nothing is logged by default.
+// resource to check. Waiters are woken by the release instead of sleeping
+// out their delay ([WithHandoff]), and take a free key in the order they
+// asked ([WithFairness]). An [Observer] sees every operation; nothing is
+// logged by default.
 //
-// A [Semaphore] admits at most K holders of a name at once: its permits
-// are locks on K slots, so a permit renews, is lost and is fenced like a
-// lock, and the bound holds under the same assumptions as the lock's.
-//
-// # Leader election
-//
-// [NewElection] builds an election on a Single or a Redlock: [Election.Campaign]
-// waits until the caller leads and returns a [Leadership] whose lease
-// renews itself, whose term ([Leadership.Term]) is a fencing token
-// strictly greater than every earlier leader's, and which ends on
-// [Leadership.Resign] (handing over at once to a waiting campaign) or
-// when the lease is lost. [Election.Leader] and [Election.Observe] read
-// who leads from a quorum of the nodes (docs/election.md).
+// [Locker.LockMany] takes several keys at once, all or nothing;
+// [Locker.RLock] and [Locker.WLock] are the shares of a read-write lock. A
+// [Semaphore] admits at most K holders of a name at once. An [Election]
+// elects one leader among campaigns, with terms that are fencing tokens.
 //
 // # Safety assumptions
 //
-// A Redlock is safe while (1) the nodes' clocks run at the same rate as the
+// A lock is safe while (1) the nodes' clocks run at the same rate as the
 // client's within the drift factor, and (2) a node that restarts either
 // keeps its data (AOF with fsync) or stays down for at least the TTL before
 // it rejoins. Break (1) and a node may expire a key early; break (2) and a
@@ -56,14 +45,20 @@ package redlock
 
 import (
 	"context"
+
+	"github.com/quorumlock/redlock/driver"
 )
 
-// A Locker acquires locks. *Single and *Redlock implement it, so code can
-// be written against one node and deployed on five.
+// A Locker acquires locks. *Redlock implements it; wrappers (tracing,
+// a disabled configuration) implement it too, so code written against a
+// Locker runs on one node or five, observed or not.
 type Locker interface {
 	// Lock acquires key, following the strategy when it is held. It
 	// returns a *Lock valid until its Until, or an error matching
 	// ErrNotAcquired, ErrTimeout, ErrUnavailable or ErrInvalid.
+	// Cancelling ctx stops waiting at once (a round in flight is bounded
+	// by the per-node timeout) and returns an error that matches both
+	// ErrNotAcquired and ctx's error.
 	Lock(ctx context.Context, key string, opts ...Option) (*Lock, error)
 
 	// Do acquires key, runs fn, and releases the lock however fn ends:
@@ -72,8 +67,9 @@ type Locker interface {
 	// a context detached from ctx's cancellation, bounded by the per-node
 	// timeout, so a cancelled request still lets go.
 	//
-	// While fn runs, a heartbeat extends the lock by the TTL every renew
-	// interval (WithRenewEvery, default TTL/3), so fn may run for many
+	// While fn runs, a heartbeat extends the lock by the TTL every third
+	// of the TTL, which leaves two more heartbeats' worth of validity
+	// after one slow or failed round, so fn may run for many
 	// TTLs; it stops as soon as fn returns. If an extension fails on
 	// quorum, or validity runs out before one succeeds, fn's context is
 	// cancelled at once with a cause matching ErrLockLost
@@ -89,70 +85,60 @@ type Locker interface {
 	// reported to the observer, not returned: fn's work is done and the
 	// keys expire within the TTL.
 	Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
+
+	// LockMany acquires every key of keys at once, all or nothing, with one
+	// token (duplicates are ignored; at most 64 distinct keys). Each key
+	// is an ordinary lock key: the set excludes every Lock of any of its
+	// keys, and two sets exclude each other when they share a key. The
+	// Lock's Key is the set's name, its Keys the keys in canonical
+	// (sorted) order, and with WithFencing its Fences one token per key.
+	LockMany(ctx context.Context, keys []string, opts ...Option) (*Lock, error)
+
+	// DoMany is Do over LockMany's set.
+	DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error
+
+	// RLock acquires a reader's share of key: readers share the key with
+	// each other, and exclude writers (WLock) and plain locks (Lock). A
+	// reader is refused while a writer holds or waits.
+	RLock(ctx context.Context, key string, opts ...Option) (*Lock, error)
+
+	// WLock acquires key as its writer: a plain lock on key that, while
+	// refused, keeps new readers out until it gets its turn.
+	WLock(ctx context.Context, key string, opts ...Option) (*Lock, error)
+
+	// DoRead is Do holding a reader's share (RLock).
+	DoRead(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
+
+	// DoWrite is Do holding the writer's lock (WLock).
+	DoWrite(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
 }
 
-// locker is what Single and Redlock share: their nodes, their default
-// options, and the lines of their waiters (config.lines).
-type locker struct {
-	nodes []Backend
-	cfg   config
-}
-
-// Redlock is the Redlock algorithm over N independent Redis masters. Lock
-// sets the key on all nodes concurrently, each call bounded by the per-node
-// timeout, and grants the lock when a quorum (N/2+1) agreed and validity
-// (TTL − elapsed − drift) is left; otherwise it releases at once on the
-// nodes that granted or may have, and follows the strategy.
+// Redlock is the Redlock algorithm over N independent Redis masters (N = 1:
+// NewSingle). Lock sets the key on all nodes concurrently, each call
+// bounded by the per-node timeout, and grants the lock when a quorum
+// (N/2+1) agreed and validity (TTL − elapsed − drift) is left; otherwise it
+// releases at once on the nodes that granted or may have, and follows the
+// strategy.
 //
 // Use an odd N: N = 2f+1 survives f failed nodes, and N = 2f+2 survives no
 // more while costing one node more.
 type Redlock struct {
-	locker
+	nodes []*node
+	cfg   config // the defaults of every call, and the lines of its waiters (config.lines)
 }
 
+var _ Locker = (*Redlock)(nil)
+
 // New returns a Redlock over nodes, which must be non-nil, distinct (by
-// Name) and independent masters. opts are the defaults for every Lock.
-func New(nodes []Backend, opts ...Option) (*Redlock, error) {
-	cfg, err := setup(nodes, opts)
+// name) and independent masters. opts are the defaults for every call.
+func New(nodes []driver.Node, opts ...Option) (*Redlock, error) {
+	ns, err := newNodes(nodes)
 	if err != nil {
 		return nil, err
 	}
-	return &Redlock{locker{nodes: append([]Backend(nil), nodes...), cfg: cfg}}, nil
-}
-
-// Lock acquires key on a quorum of the nodes. Cancelling ctx stops waiting
-// at once (an in-flight round is bounded by the per-node timeout) and
-// returns an error that matches both ErrNotAcquired and ctx's error.
-func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return r.lock(ctx, key, opts)
-}
-
-// Do runs fn while holding key: it acquires the lock (following the
-// strategy), runs fn with a context derived from ctx, and releases the
-// lock when fn returns, panics, or gives up after its context was
-// cancelled. See Locker.Do for the heartbeat and what a lost lock does.
-func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
-	return r.do(ctx, key, fn, opts)
-}
-
-// baseOf returns the locker inside a *Single or *Redlock, for the
-// primitives built on one (user names the constructor, for errors): they
-// need its nodes and configuration, which the Locker interface does not
-// give, so a wrapping or foreign Locker is ErrInvalid.
-func baseOf(l Locker, user string) (*locker, error) {
-	switch v := l.(type) {
-	case *Single:
-		if v != nil {
-			return &v.locker, nil
-		}
-	case *Redlock:
-		if v != nil {
-			return &v.locker, nil
-		}
-	default:
-		if v != nil {
-			return nil, invalidf("%s: %T is not a *Single or *Redlock of this package", user, l)
-		}
+	cfg := defaultConfig().with(opts)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	return nil, invalidf("%s: nil locker", user)
+	return &Redlock{nodes: ns, cfg: cfg}, nil
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // The heartbeat. While a lock is held under Do (or taken WithAutoRenew), a
-// goroutine extends it by the TTL every renew interval (WithRenewEvery,
-// default TTL/3), counted from the end of the previous extension. Two
+// goroutine extends it by the TTL every third of the TTL, counted from
+// the end of the previous extension. Two
 // things end the lock early, and both close Lost (and cancel Do's
 // function) at once with a cause matching ErrLockLost:
 //
@@ -18,7 +18,7 @@ import (
 //     retry into the unknown;
 //   - validity running out before an extension succeeded. This is watched
 //     by its own timer, independently of the extension in flight, so a
-//     node call that hangs (and even a Backend that ignores its context)
+//     node call that hangs (and even an adapter that ignores its context)
 //     cannot keep the holder working past Until.
 //
 // The extension runs on a child goroutine so the loop keeps watching the

@@ -8,9 +8,9 @@ import (
 
 // roundCtx is the context of one round (fanOut): its parent's, with the
 // per-node timeout as deadline. It is context.WithTimeout made cheap for
-// the common case, in which nobody waits on Done: a node call over a
-// connection that sets the deadline on its socket and reads the reply
-// itself (goredis's own connection) asks only Deadline and Err. So Done's
+// the common case, in which nobody waits on Done: a node call whose
+// client sets the deadline on its socket and reads the reply itself asks
+// only Deadline and Err. So Done's
 // channel, the timer that closes it at the deadline and the hook on the
 // parent's cancellation are made only when Done is first called; until
 // then Err compares the clock with the deadline. One allocation a round

@@ -11,7 +11,7 @@ import (
 // observer). Readers and writers are two more targets (target.go) on the
 // same rounds as the mutex.
 //
-// On each node one script per call (RWLocker) keeps the readers, each
+// On each node one script per call (acquire_read.lua and its kin) keeps the readers, each
 // with its own token and deadline, and the writer. The lock key itself
 // holds the writer's token, or a marker while readers hold, so the key
 // exists exactly while someone holds it: a writer is a mutex on the key,
@@ -37,86 +37,34 @@ import (
 // the writer's latest attempt, so a writer whose backoff delays exceed
 // its TTL lets new readers in between its attempts.
 
-// ReadWriteLocker is a Locker that also takes read-write locks. *Single
-// and *Redlock implement it (an interface of its own, like KeySetLocker,
-// so that other implementations of Locker keep compiling).
-type ReadWriteLocker interface {
-	Locker
-
-	// RLock acquires a reader's share of key: granted while no writer
-	// (nor a mutex) holds key and no writer waits for it; any number of
-	// readers hold at once, each with its own token and expiry. A node
-	// that is not an RWLocker is an error matching ErrInvalid. Otherwise
-	// it is Lock: the same strategy, errors and options (Extend,
-	// WithAutoRenew, hand-off). With WithFencing a reader's Fence is the
-	// generation of the latest fenced writer granted before it (0 if
-	// none), not a number of its own: a store that saw a writer's
-	// token can tell a reader that started before that writer.
-	RLock(ctx context.Context, key string, opts ...Option) (*Lock, error)
-
-	// WLock acquires key as the writer: granted while no reader, writer
-	// or mutex holds it. A refused writer makes new readers wait for it
-	// (writer preference). With WithFencing its Fence is strictly greater
-	// than every earlier writer's (and mutex's) on key.
-	WLock(ctx context.Context, key string, opts ...Option) (*Lock, error)
-
-	// DoRead is Do with a reader's share of key (RLock).
-	DoRead(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
-
-	// DoWrite is Do as key's writer (WLock).
-	DoWrite(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error
-}
-
-var (
-	_ ReadWriteLocker = (*Single)(nil)
-	_ ReadWriteLocker = (*Redlock)(nil)
-)
-
-// RLock acquires a reader's share of key; see ReadWriteLocker.RLock.
-func (s *Single) RLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return s.lockAs(ctx, reader{}, key, opts)
-}
-
-// WLock acquires key as its writer; see ReadWriteLocker.WLock.
-func (s *Single) WLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return s.lockAs(ctx, writer{}, key, opts)
-}
-
-// DoRead runs fn with a reader's share of key; see ReadWriteLocker.
-func (s *Single) DoRead(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
-	return s.doAs(ctx, reader{}, key, fn, opts)
-}
-
-// DoWrite runs fn as key's writer; see ReadWriteLocker.
-func (s *Single) DoWrite(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
-	return s.doAs(ctx, writer{}, key, fn, opts)
-}
-
-// RLock acquires a reader's share of key on a quorum of the nodes; see
-// ReadWriteLocker.RLock.
+// RLock acquires a reader's share of key (see Locker.RLock). Readers
+// share the key, each with a token and deadline of its own; a writer, or
+// a plain Lock of the key, excludes them. Unlock, Extend, WithAutoRenew
+// and WithFencing work on the share: its Fence is the latest fenced
+// writer's, not incremented by readers.
 func (r *Redlock) RLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	return r.lockAs(ctx, reader{}, key, opts)
 }
 
-// WLock acquires key as its writer on a quorum of the nodes; see
-// ReadWriteLocker.WLock.
+// WLock acquires key as its writer (see Locker.WLock): a plain lock on
+// key that, while refused, leaves the "writer waiting" mark that keeps
+// new readers out.
 func (r *Redlock) WLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	return r.lockAs(ctx, writer{}, key, opts)
 }
 
-// DoRead runs fn with a reader's share of key; see ReadWriteLocker.
+// DoRead runs fn holding a reader's share of key; see Do.
 func (r *Redlock) DoRead(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	return r.doAs(ctx, reader{}, key, fn, opts)
 }
 
-// DoWrite runs fn as key's writer; see ReadWriteLocker.
+// DoWrite runs fn holding key's writer lock; see Do.
 func (r *Redlock) DoWrite(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	return r.doAs(ctx, writer{}, key, fn, opts)
 }
 
-// lockAs is lock for a reader or a writer.
-func (lk *locker) lockAs(ctx context.Context, what target, key string, opts []Option) (*Lock, error) {
-	s, err := lk.prepareRW(ctx, what, key, opts)
+func (r *Redlock) lockAs(ctx context.Context, what target, key string, opts []Option) (*Lock, error) {
+	s, err := r.prepareRW(ctx, what, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -124,74 +72,70 @@ func (lk *locker) lockAs(ctx context.Context, what target, key string, opts []Op
 }
 
 // doAs is do for a reader or a writer.
-func (lk *locker) doAs(ctx context.Context, what target, key string, fn func(context.Context) error, opts []Option) error {
+func (r *Redlock) doAs(ctx context.Context, what target, key string, fn func(context.Context) error, opts []Option) error {
 	if fn == nil {
 		return invalidf("nil function")
 	}
-	s, err := lk.prepareRW(ctx, what, key, opts)
+	s, err := r.prepareRW(ctx, what, key, opts)
 	if err != nil {
 		return err
 	}
 	return doScope(ctx, s, fn)
 }
 
-// prepareRW is prepare for a reader or a writer: every node must be an
-// RWLocker.
-func (lk *locker) prepareRW(ctx context.Context, what target, key string, opts []Option) (scope, error) {
-	s, err := lk.prepare(ctx, key, opts)
+// prepareRW is prepare for a reader or a writer.
+func (r *Redlock) prepareRW(ctx context.Context, what target, key string, opts []Option) (scope, error) {
+	s, err := r.prepare(ctx, key, opts)
 	if err != nil {
 		return scope{}, err
-	}
-	if b := lacking[RWLocker](lk.nodes); b != nil {
-		return scope{}, invalidf("read-write lock: node %q (%T) does not implement RWLocker", b.Name(), b)
 	}
 	s.what = what
 	return s, nil
 }
 
-// reader is a reader's share of s.key: the RWLocker's read methods.
+// reader is a reader's share of s.key (acquire_read.lua and its kin).
 type reader struct{}
 
-func (reader) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	ok, _, err := b.(RWLocker).AcquireRead(ctx, s.key, token, s.cfg.ttl)
+func (reader) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
+	ok, _, err := n.acquireRead(ctx, s.key, token, s.cfg.ttl, 0)
 	return ok, err
 }
 
-func (reader) acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	ok, f, err := b.(RWLocker).AcquireRead(ctx, s.key, token, s.cfg.ttl)
+func (reader) acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	ok, f, err := n.acquireRead(ctx, s.key, token, s.cfg.ttl, s.cfg.fenceLife)
 	fences[0] = f
 	return ok, err
 }
 
-func (reader) raiseFence(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	return b.(RWLocker).RaiseReadFence(ctx, s.key, token, fences[0])
+func (reader) raiseFence(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	return n.raiseReadFence(ctx, s.key, token, fences[0], s.cfg.fenceLife)
 }
 
-func (reader) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
-	return b.(RWLocker).ReleaseRead(ctx, s.key, token, announce)
+func (reader) release(ctx context.Context, s scope, n *node, token string, announce bool) (bool, error) {
+	return n.releaseRead(ctx, s.key, token, announce)
 }
 
-func (reader) extend(ctx context.Context, s scope, b Backend, token string, ttl time.Duration) (bool, error) {
-	return b.(RWLocker).ExtendRead(ctx, s.key, token, ttl)
+func (reader) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
+	return n.extendRead(ctx, s.key, token, ttl, s.cfg.fenceLife)
 }
 
 // notify: a refused reader waits for a writer's release, which announces
 // on the key's channel like a mutex's.
-func (reader) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
-	return n.Notify(ctx, s.key, released)
+func (reader) notify(ctx context.Context, s scope, n *node, released func(string)) (func(), error) {
+	return n.notify(ctx, []string{s.key}, "", released)
 }
 
 // writer is s.key's writer: a mutex on the key (oneKey) whose acquire
 // leaves the "writer waiting" mark when refused.
 type writer struct{ oneKey }
 
-func (writer) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	ok, _, err := b.(RWLocker).AcquireWrite(ctx, s.key, token, s.cfg.ttl, waitingMark(s.cfg), false)
+func (writer) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
+	ok, _, err := n.acquireWrite(ctx, s.key, token, s.cfg.ttl, waitingMark(s.cfg), 0)
 	return ok, err
 }
 
-func (writer) acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	ok, f, err := b.(RWLocker).AcquireWrite(ctx, s.key, token, s.cfg.ttl, waitingMark(s.cfg), true)
+func (writer) acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	ok, f, err := n.acquireWrite(ctx, s.key, token, s.cfg.ttl, waitingMark(s.cfg), s.cfg.fenceLife)
 	fences[0] = f
 	return ok, err
 }

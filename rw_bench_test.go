@@ -15,11 +15,11 @@ import (
 // at N=1 and N=5. Readers hold together; the mutex serializes them, so
 // its ns/op is at least the 1 ms hold.
 func BenchmarkSharedKeyParallel(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		if !strings.HasSuffix(b.Name(), "N=1") && !strings.HasSuffix(b.Name(), "N=5") {
 			b.Skip("measured at N=1 and N=5")
 		}
-		rw := lk.(redlock.ReadWriteLocker)
+		rw := lk
 		opts := []redlock.Option{redlock.WithStrategy(redlock.Retry(10000, 5*time.Millisecond))}
 		for _, c := range []struct {
 			name string

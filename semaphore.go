@@ -47,9 +47,10 @@ import (
 // slots that may have been freed, if the waiter is first in line for
 // them, and one slot still believed held, in turn, for an expiry
 // announces nothing; the last delay of a Retry is followed by an attempt
-// on every slot. Attempting every held slot at every delay cost a full
-// semaphore's waiters a round per permit each time, and a waiter behind
-// others took the permit its locker had woken the first in line for. A
+// on every slot. Attempting every held slot at every delay would cost a
+// full semaphore's waiters a round per permit each time, and let a waiter
+// behind others take the permit its locker had woken the first in line
+// for. A
 // waiter's subscriptions outlive its call only while other calls of the
 // same Semaphore are in flight: the next waiter takes them over instead of
 // subscribing again, and the last call to end stops them (see park).
@@ -61,11 +62,11 @@ import (
 // transfers for all its slots through one transferSlot (xfer), so it is
 // handed one permit at most.
 
-// MaxPermits bounds the permits of a Semaphore. A full semaphore costs an
+// maxPermits bounds the permits of a Semaphore. A full semaphore costs an
 // Acquire one round per permit, and a waiter one subscription per permit
 // and node; beyond a few hundred permits a semaphore is rarely full, and
 // these costs are better avoided with a coarser design.
-const MaxPermits = 256
+const maxPermits = 256
 
 // A Semaphore admits at most a fixed number of holders at once, each
 // holding a permit: a *Lock on one of the semaphore's slots, which expires
@@ -79,7 +80,7 @@ const MaxPermits = 256
 // counting permits on every node independently would let more holders in
 // (see the README's "Semaphore" section for the counterexample).
 type Semaphore struct {
-	lk   *locker
+	lk   *Redlock
 	name string
 	keys []string // the slots' lock keys
 	opts []Option
@@ -89,24 +90,23 @@ type Semaphore struct {
 	parked [][]subscription // of ended calls, by slot, for the next (see park)
 }
 
-// NewSemaphore returns a semaphore of permits permits named name on l,
-// which must be a *Single or a *Redlock of this package. Its slots are the
+// NewSemaphore returns a semaphore of permits permits named name on l.
+// Its slots are the
 // lock keys name + ":permit:0" up to name + ":permit:<permits-1>"; over a
 // Redis Cluster each slot key must be one the nodes can hold, as for any
 // lock (a hash tag in name puts every slot on one cluster node). opts are
 // the defaults for every Acquire, over l's own. An empty name, permits
-// below 1 or above MaxPermits, a nil or foreign l, or an invalid option is
-// ErrInvalid.
-func NewSemaphore(l Locker, name string, permits int, opts ...Option) (*Semaphore, error) {
-	lk, err := baseOf(l, "NewSemaphore")
-	if err != nil {
-		return nil, err
+// below 1 or above 256, a nil l, or an invalid option is ErrInvalid.
+func NewSemaphore(l *Redlock, name string, permits int, opts ...Option) (*Semaphore, error) {
+	if l == nil {
+		return nil, invalidf("NewSemaphore: nil locker")
 	}
+	lk := l
 	if name == "" {
 		return nil, invalidf("empty semaphore name")
 	}
-	if permits < 1 || permits > MaxPermits {
-		return nil, invalidf("semaphore %q: %d permits, want 1 to %d", name, permits, MaxPermits)
+	if permits < 1 || permits > maxPermits {
+		return nil, invalidf("semaphore %q: %d permits, want 1 to %d", name, permits, maxPermits)
 	}
 	sm := &Semaphore{lk: lk, name: name, keys: make([]string, permits), opts: slices.Clone(opts)}
 	for i := range sm.keys {
@@ -142,7 +142,7 @@ func (sm *Semaphore) config(opts []Option) (*config, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &cfg, cfg.validateNodes(sm.lk.nodes)
+	return &cfg, nil
 }
 
 // Acquire takes one permit, following the strategy while all are held,
@@ -386,15 +386,13 @@ func (sw *semWaiter) granted(lock *Lock) *Lock {
 // which the call is first in line, then one slot believed held, in turn
 // (an expired permit is still found within Permits() passes). The last
 // pass of a Retry strategy attempts every slot, so that ErrTimeout still
-// means that every slot was found held; without subscriptions, or under
-// a strategy of the caller's own (not consulted ahead of its time), every
-// pass does.
+// means that every slot was found held; without subscriptions every pass
+// does.
 func (sw *semWaiter) retryPass(n int) (*Lock, error) {
-	r, ok := sw.cfg().strategy.(retry)
-	if !sw.subscribed() || !ok {
+	if !sw.subscribed() {
 		return sw.pass()
 	}
-	if _, more := r.Backoff(n + 1); !more {
+	if _, more := sw.cfg().strategy.Backoff(n + 1); !more {
 		return sw.pass()
 	}
 	k := len(sw.slots)
@@ -565,8 +563,8 @@ func (w *waiter) mayBeFree() bool {
 }
 
 // Subscriptions kept between calls. Subscribing to every slot's releases
-// and unsubscribing again cost a waiter about two fifths of the allocations
-// of an acquisition (BenchmarkSemaphore, N=1), and under contention one
+// and unsubscribing again costs a waiter about two fifths of the
+// allocations of an acquisition on one node, and under contention one
 // call's end is soon followed by another call's wait. So a call that ends
 // while others of the semaphore are in flight leaves its lines but keeps
 // its subscriptions, parked, and the next call to wait takes them over

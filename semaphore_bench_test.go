@@ -16,7 +16,7 @@ import (
 
 const benchPermits = 4
 
-func benchSemaphore(b *testing.B, lk redlock.Locker) *redlock.Semaphore {
+func benchSemaphore(b *testing.B, lk *redlock.Redlock) *redlock.Semaphore {
 	sem, err := redlock.NewSemaphore(lk, "bench:"+b.Name(), benchPermits)
 	if err != nil {
 		b.Fatal(err)
@@ -38,7 +38,7 @@ func acquireRelease(b *testing.B, ctx context.Context, sem *redlock.Semaphore, o
 }
 
 func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		sem := benchSemaphore(b, lk)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -51,7 +51,7 @@ func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
 
 // BenchmarkSemaphoreLastPermit: three of four permits are held.
 func BenchmarkSemaphoreLastPermit(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		ctx := context.Background()
 		sem := benchSemaphore(b, lk)
 		for range benchPermits - 1 {
@@ -73,7 +73,7 @@ func BenchmarkSemaphoreLastPermit(b *testing.B) {
 // BenchmarkSemaphoreContended: 32 goroutines share 4 permits, waiting
 // with hand-off (Retry) for one to be released.
 func BenchmarkSemaphoreContended(b *testing.B) {
-	benchLockers(b, func(b *testing.B, lk redlock.Locker) {
+	benchLockers(b, func(b *testing.B, lk *redlock.Redlock) {
 		sem := benchSemaphore(b, lk)
 		procs := runtime.GOMAXPROCS(0)
 		b.SetParallelism((32 + procs - 1) / procs)

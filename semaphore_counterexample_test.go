@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"slices"
 	"testing"
 	"time"
@@ -133,7 +134,7 @@ type partitionedSemaphores struct {
 	held map[int]*redlock.Lock
 }
 
-func newPartitionedSemaphores(t *testing.T, bs []redlock.Backend, permits int, opts ...redlock.Option) *partitionedSemaphores {
+func newPartitionedSemaphores(t *testing.T, bs []driver.Node, permits int, opts ...redlock.Option) *partitionedSemaphores {
 	p := &partitionedSemaphores{held: map[int]*redlock.Lock{}}
 	for c, reach := range partition {
 		nodes, fakes := fakenode.WrapAll(bs)
@@ -155,9 +156,9 @@ func newPartitionedSemaphores(t *testing.T, bs []redlock.Backend, permits int, o
 
 // plainAll hides the fakes' Notifier, which the partition would not
 // reach: waiters sleep out their delays.
-func plainAll(nodes []redlock.Backend, fakes []*fakenode.Node) []redlock.Backend {
+func plainAll(nodes []driver.Node, fakes []*fakenode.Node) []driver.Node {
 	for i, f := range fakes {
-		nodes[i] = fakenode.Plain(f)
+		nodes[i] = fakenode.Silent(f)
 	}
 	return nodes
 }

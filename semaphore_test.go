@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/driver"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ import (
 )
 
 // semaphore makes a semaphore of permits on a locker over bs.
-func semaphore(t *testing.T, bs []redlock.Backend, permits int, opts ...redlock.Option) *redlock.Semaphore {
+func semaphore(t *testing.T, bs []driver.Node, permits int, opts ...redlock.Option) *redlock.Semaphore {
 	t.Helper()
 	sem, err := redlock.NewSemaphore(lockerFor(t, bs, opts...), "jobs", permits)
 	require.NoError(t, err)
@@ -125,7 +126,7 @@ func TestSemaphoreRetryWaitsThenTimesOut(t *testing.T) {
 	_, bs := minis(t, 3)
 	clk := newFakeClock()
 	var attempts atomic.Int64
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventAcquire && e.Err != nil {
 			attempts.Store(int64(e.Attempt))
 		}
@@ -150,7 +151,7 @@ func TestSemaphoreRetryPassesAreGuidedByReleases(t *testing.T) {
 	clk := newFakeClock()
 	var mu sync.Mutex
 	var tried []string
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := redlock.Observer(func(e redlock.Event) {
 		if e.Kind == redlock.EventContention {
 			mu.Lock()
 			tried = append(tried, e.Key)
@@ -178,12 +179,12 @@ func TestSemaphoreRetryPassesAreGuidedByReleases(t *testing.T) {
 
 // countingNotifier counts a node's subscriptions: made, and still live.
 type countingNotifier struct {
-	redlock.Backend
+	driver.Node
 	made, live *atomic.Int64
 }
 
-func (c countingNotifier) Notify(ctx context.Context, key string, released func(string)) (func(), error) {
-	stop, err := c.Backend.(redlock.Notifier).Notify(ctx, key, released)
+func (c countingNotifier) Subscribe(ctx context.Context, deliver func(string), channels ...string) (func(), error) {
+	stop, err := c.Node.(driver.Subscriber).Subscribe(ctx, deliver, channels...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +200,7 @@ func (c countingNotifier) Notify(ctx context.Context, key string, released func(
 func TestSemaphoreWaitersReuseSubscriptions(t *testing.T) {
 	_, bs := minis(t, 1)
 	var made, live atomic.Int64
-	lk := lockerFor(t, []redlock.Backend{countingNotifier{bs[0], &made, &live}}, redlock.WithTTL(time.Minute))
+	lk := lockerFor(t, []driver.Node{countingNotifier{bs[0], &made, &live}}, redlock.WithTTL(time.Minute))
 	sem, err := redlock.NewSemaphore(lk, "jobs", 1)
 	require.NoError(t, err)
 	held := fill(t, sem)[0]
@@ -252,7 +253,7 @@ func TestRealServersSemaphoreHandoffWakesAWaiter(t *testing.T) {
 	}
 }
 
-func semaphoreHandoff(t *testing.T, bs []redlock.Backend) {
+func semaphoreHandoff(t *testing.T, bs []driver.Node) {
 	lk := lockerFor(t, bs, redlock.WithTTL(time.Minute))
 	sem, err := redlock.NewSemaphore(lk, "jobs", 3)
 	require.NoError(t, err)
@@ -261,7 +262,7 @@ func semaphoreHandoff(t *testing.T, bs []redlock.Backend) {
 	defer cancel()
 	got := make(chan *redlock.Lock, 1)
 	go func() {
-		l, err := sem.Acquire(ctx, redlock.WithStrategy(redlock.Retry(1, time.Hour)))
+		l, err := sem.Acquire(ctx, redlock.WithStrategy(redlock.Retry(10, time.Hour)))
 		assert.NoError(t, err, "the waiter was woken by the release, not by its hour-long delay")
 		got <- l
 	}()
@@ -380,23 +381,18 @@ func TestSemaphoreAutoRenewAndLost(t *testing.T) {
 	<-l.Lost() // closed by Unlock
 }
 
-// foreignLocker is a Locker of someone else's: a semaphore cannot use it.
-type foreignLocker struct{ redlock.Locker }
-
 func TestSemaphoreBadInput(t *testing.T) {
 	_, bs := minis(t, 1)
 	lk := lockerFor(t, bs)
 	ctors := []struct {
 		name    string
-		lk      redlock.Locker
+		lk      *redlock.Redlock
 		sem     string
 		permits int
 		opts    []redlock.Option
 	}{
 		{"nil locker", nil, "s", 1, nil},
-		{"nil *Single", (*redlock.Single)(nil), "s", 1, nil},
 		{"nil *Redlock", (*redlock.Redlock)(nil), "s", 1, nil},
-		{"foreign locker", foreignLocker{lk}, "s", 1, nil},
 		{"empty name", lk, "", 1, nil},
 		{"no permits", lk, "s", 0, nil},
 		{"negative permits", lk, "s", -1, nil},
@@ -431,7 +427,7 @@ func TestSemaphoreObserverEvents(t *testing.T) {
 	_, bs := minis(t, 1)
 	var mu sync.Mutex
 	var events []redlock.Event
-	obs := redlock.ObserverFunc(func(e redlock.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
+	obs := redlock.Observer(func(e redlock.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })
 	sem := semaphore(t, bs, 2, redlock.WithObserver(obs), redlock.WithStrategy(redlock.Reject()))
 	held := fill(t, sem)
 	_, err := sem.Acquire(t.Context())

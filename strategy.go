@@ -6,12 +6,18 @@ import (
 	"time"
 )
 
-// Strategy decides what Lock does when the lock is held by someone else.
-// It is consulted after every failed attempt; attempt 0 always happens.
+// Strategy decides what Lock does when the lock is held by someone else:
+// how long to wait before each retry, and how many retries to make. The
+// first attempt always happens.
 //
-// Backoff is called with retry = 0 after the first failed attempt, 1 after
-// the second, and so on. It returns how long to wait before the next
-// attempt, or ok = false to give up.
+// Backoff(retry) returns how long to wait before retry number retry (0
+// for the attempt after the first), or ok = false when there is no such
+// retry. It must be a pure function of retry, safe for concurrent use: the
+// lockers may call it more than once for one retry, and ahead of time (a
+// waiter plans the life of its place in a fair queue from the delays to
+// come). Every attempt counts, whether a delay ran out or a release woke
+// the waiter early: a call makes at most one attempt plus as many retries
+// as Backoff grants.
 type Strategy interface {
 	Backoff(retry int) (delay time.Duration, ok bool)
 }
@@ -25,15 +31,15 @@ type reject struct{}
 func (reject) Backoff(int) (time.Duration, bool) { return 0, false }
 func (reject) String() string                    { return "reject" }
 
-// Retry returns the strategy that makes a first attempt and then up to
+// Retry returns the strategy that makes a first attempt and then at most
 // retries more, waiting baseDelay·2^i before retry i. Retry(3, 100ms)
-// waits 100 ms, 200 ms and 400 ms, then gives up with ErrTimeout. The
-// delays are exact (no jitter): a waiter is woken earlier only by a
-// release notification, never later than documented. With hand-off on
-// (the default), a call that finds others of its process already waiting
-// for the key stands in line behind them instead of attempting at once; it
-// still attempts whenever one of its delays runs out, so ErrTimeout always
-// means that its last attempt found the key held (see WithHandoff).
+// makes at most four attempts, waiting 100 ms, 200 ms and 400 ms, then
+// gives up with ErrTimeout. The delays are exact (no jitter): with
+// hand-off on (the default) a release wakes a waiter earlier, and that
+// attempt is the retry it would have made when the delay ran out. A call
+// that finds others of its process already waiting for the key stands in
+// line behind them instead of attempting at once. ErrTimeout always means
+// that the last attempt found the key held.
 //
 // Negative arguments are reported by New, NewSingle or Lock as ErrInvalid.
 func Retry(retries int, baseDelay time.Duration) Strategy {

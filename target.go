@@ -9,8 +9,8 @@ import (
 // call (acquire, fenced acquire, fence raise, release, extend, watch)
 // does one operation on each node, and what that operation is depends on
 // the thing locked: one key (Lock: oneKey), a set of keys taken all or
-// nothing (LockMany: keySet, in multi.go), and next a reader's or a
-// writer's share of a key. Quorum, validity, rollback, fencing rounds,
+// nothing (LockMany: keySet, in multi.go), and a reader's or a writer's
+// share of a key (rw.go). Quorum, validity, rollback, fencing rounds,
 // renewal, hand-off and the observer are the same for all of them, so
 // they stay in quorum.go, attempt.go, fence.go, lock.go and notify.go and
 // reach the node only through a target.
@@ -19,50 +19,69 @@ import (
 // set's keys), so the single-key hot path boxes nothing (a zero-size value
 // in an interface costs no allocation).
 type target interface {
-	// acquire takes the thing on b with token and the scope's TTL.
-	acquire(ctx context.Context, s scope, b Backend, token string) (bool, error)
+	// acquire takes the thing on n with token and the scope's TTL.
+	acquire(ctx context.Context, s scope, n *node, token string) (bool, error)
 	// acquireFenced is acquire that also writes the fence counters it
 	// issued into fences, one per key (s.width()).
-	acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error)
+	acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error)
 	// raiseFence raises each key's counter to at least its fence while
 	// token holds the thing.
-	raiseFence(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error)
-	// release lets go of the thing on b if token holds it (announcing the
+	raiseFence(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error)
+	// release lets go of the thing on n if token holds it (announcing the
 	// release when asked), and reports whether token held all of it.
-	release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error)
-	// extend resets the thing's TTL on b if token holds all of it.
-	extend(ctx context.Context, s scope, b Backend, token string, ttl time.Duration) (bool, error)
-	// notify subscribes to the releases on n of whatever would let an
-	// acquire of the thing succeed; see Notifier.Notify for released and
-	// the returned stop.
-	notify(ctx context.Context, s scope, n Notifier, released func(payload string)) (func(), error)
+	release(ctx context.Context, s scope, n *node, token string, announce bool) (bool, error)
+	// extend resets the thing's TTL on n if token holds all of it.
+	extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error)
+	// notify subscribes on n to the releases of whatever would let an
+	// acquire of the thing succeed; see driver.Subscriber for released
+	// and the returned stop.
+	notify(ctx context.Context, s scope, n *node, released func(payload string)) (func(), error)
 }
 
-// oneKey is the mutex on s.key: the Backend's single-key methods.
+// scope is what every round of one call shares: the key, the thing locked
+// (its target), the nodes the round asks, and the call's configuration.
+type scope struct {
+	key   string   // the key, or a set's name (setName) for events and errors
+	keys  []string // a set's keys, canonical; nil for one key
+	what  target
+	nodes []*node
+	cfg   *config
+}
+
+// width is the number of keys, and so of fences, the lock holds.
+func (s scope) width() int { return max(1, len(s.keys)) }
+
+// on returns s asking nodes instead, a subset of its own.
+func (s scope) on(nodes []*node) scope {
+	s.nodes = nodes
+	return s
+}
+
+// oneKey is the mutex on s.key.
 type oneKey struct{}
 
-func (oneKey) acquire(ctx context.Context, s scope, b Backend, token string) (bool, error) {
-	return b.Acquire(ctx, s.key, token, s.cfg.ttl)
+func (oneKey) acquire(ctx context.Context, s scope, n *node, token string) (bool, error) {
+	return n.acquire(ctx, s.key, token, s.cfg.ttl)
 }
 
-func (oneKey) acquireFenced(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	ok, f, err := b.(Fencer).AcquireFenced(ctx, s.key, token, s.cfg.ttl)
+func (oneKey) acquireFenced(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	ok, f, err := n.acquireFenced(ctx, s.key, token, s.cfg.ttl, s.cfg.fenceLife)
 	fences[0] = f
 	return ok, err
 }
 
-func (oneKey) raiseFence(ctx context.Context, s scope, b Backend, token string, fences []int64) (bool, error) {
-	return b.(Fencer).RaiseFence(ctx, s.key, token, fences[0])
+func (oneKey) raiseFence(ctx context.Context, s scope, n *node, token string, fences []int64) (bool, error) {
+	return n.raiseFence(ctx, s.key, token, fences[0], s.cfg.fenceLife)
 }
 
-func (oneKey) release(ctx context.Context, s scope, b Backend, token string, announce bool) (bool, error) {
-	return b.Release(ctx, s.key, token, announce)
+func (oneKey) release(ctx context.Context, s scope, n *node, token string, announce bool) (bool, error) {
+	return n.release(ctx, s.key, token, announce)
 }
 
-func (oneKey) extend(ctx context.Context, s scope, b Backend, token string, ttl time.Duration) (bool, error) {
-	return b.Extend(ctx, s.key, token, ttl)
+func (oneKey) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
+	return n.extend(ctx, s.key, token, ttl, s.cfg.fenceLife)
 }
 
-func (oneKey) notify(ctx context.Context, s scope, n Notifier, released func(string)) (func(), error) {
-	return n.Notify(ctx, s.key, released)
+func (oneKey) notify(ctx context.Context, s scope, n *node, released func(string)) (func(), error) {
+	return n.notify(ctx, []string{s.key}, "", released)
 }

@@ -1,7 +1,9 @@
 package redlock
 
 import (
+	"context"
 	"errors"
+	"github.com/quorumlock/redlock/driver"
 	"strconv"
 	"testing"
 	"time"
@@ -320,29 +322,30 @@ func TestHandGrantReachesTheNamedWaiter(t *testing.T) {
 	assert.False(t, woke(other), "one node of five is no quorum")
 }
 
-// grantPending is a started release's answer, as a GrantPending gives it.
-type grantPending struct {
-	grant string
+// replyNode answers every script with reply, or err.
+type replyNode struct {
+	reply any
 	err   error
 }
 
-func (p grantPending) Finish() (bool, error) { return p.err == nil, p.err }
-func (p grantPending) FinishGrant() (bool, string, error) {
-	return p.err == nil, p.grant, p.err
+func (replyNode) Info() driver.Info { return driver.Info{Name: "reply"} }
+func (r replyNode) Eval(context.Context, *driver.Script, []string, ...string) (any, error) {
+	return r.reply, r.err
 }
 
-// A fair lock's release round hands a node's returned grant to the waiter
-// it names (fairHeld.finishRelease), and, when the node's answer is an
-// error (the release may have granted unheard), tells the key's fair
-// waiters that the node may have released.
-func TestFinishReleaseHandsTheGrantOver(t *testing.T) {
+// A fair lock's release hands a grant the node returned to the waiter it
+// names (fairHeld.release), and, when the node's answer is an error (the
+// release may have granted unheard), tells the key's fair waiters that
+// the node may have released.
+func TestFairReleaseHandsTheGrantOver(t *testing.T) {
 	w := fairWaiter(t) // ticket "T"
 	s := scope{key: t.Name(), cfg: &config{lines: w.lines}}
 	w.begin("tok-T")
 	w.end(refusedEverywhere)
 
 	for i := range 3 {
-		ok, err := fairHeld{}.finishRelease(s, i, grantPending{grant: "grant=T tok-T"})
+		n := &node{Node: replyNode{reply: "grant=T tok-T"}, index: i}
+		ok, err := fairHeld{}.release(t.Context(), s, n, "tok-old", true)
 		assert.True(t, ok)
 		assert.NoError(t, err)
 	}
@@ -350,7 +353,7 @@ func TestFinishReleaseHandsTheGrantOver(t *testing.T) {
 	assert.True(t, woke(w))
 
 	lost := errors.New("node timeout")
-	ok, err := fairHeld{}.finishRelease(s, 3, grantPending{err: lost})
+	ok, err := fairHeld{}.release(t.Context(), s, &node{Node: replyNode{err: lost}, index: 3}, "tok-old", true)
 	assert.False(t, ok)
 	assert.ErrorIs(t, err, lost)
 	assert.False(t, w.held[3], "an unknown outcome frees the node")

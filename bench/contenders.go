@@ -19,7 +19,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -29,6 +28,7 @@ import (
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/rueidisnode"
 	"github.com/redis/go-redis/v9"
@@ -140,24 +140,24 @@ func (c *redlockC) Close() {
 }
 
 // newRedlock is the library on its go-redis adapter over clients; wait
-// is what its waiting Lock calls add. Its Close closes the nodes' own
-// connections (goredis.New opens one per plain client).
+// is what its waiting Lock calls add. Its Close ends the nodes' lingering
+// subscriptions.
 func newRedlock(clients []*redis.Client, wait []redlock.Option) (Contender, error) {
-	bs := make([]redlock.Backend, len(clients))
+	bs := make([]driver.Node, len(clients))
+	nodes := make([]*goredis.Node, 0, len(clients))
 	closeAll := func() {
-		for _, b := range bs {
-			if c, ok := b.(io.Closer); ok {
-				c.Close()
-			}
+		for _, n := range nodes {
+			n.Close()
 		}
 	}
 	for i, c := range clients {
-		b, err := goredis.New(c)
+		n, err := goredis.New(c)
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
-		bs[i] = b
+		bs[i] = n
+		nodes = append(nodes, n)
 	}
 	l, err := newLocker(bs)
 	if err != nil {
@@ -168,12 +168,8 @@ func newRedlock(clients []*redis.Client, wait []redlock.Option) (Contender, erro
 	return l, nil
 }
 
-func newLocker(bs []redlock.Backend) (*redlockC, error) {
+func newLocker(bs []driver.Node) (*redlockC, error) {
 	opts := []redlock.Option{redlock.WithTTL(TTL), redlock.WithStrategy(redlock.Reject())}
-	if len(bs) == 1 {
-		s, err := redlock.NewSingle(bs[0], opts...)
-		return &redlockC{l: s}, err
-	}
 	r, err := redlock.New(bs, opts...)
 	return &redlockC{l: r}, err
 }
@@ -199,7 +195,7 @@ func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Conte
 			c.Close()
 		}
 	}
-	bs := make([]redlock.Backend, len(clients))
+	bs := make([]driver.Node, len(clients))
 	for i, c := range clients {
 		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{c.Options().Addr}, MaxFlushDelay: flushDelay})
 		if err != nil {
@@ -227,7 +223,7 @@ func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Conte
 // another process's lock refused it.
 var (
 	waitOpt     = []redlock.Option{redlock.WithStrategy(WaitStrategy)}
-	fairWaitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy), redlock.WithFairness()}
+	fairWaitOpt = []redlock.Option{redlock.WithStrategy(WaitStrategy), redlock.WithFairness(true)}
 )
 
 func (c *redlockC) Acquire(ctx context.Context, key string, wait bool) (Held, error) {

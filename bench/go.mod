@@ -2,16 +2,11 @@ module github.com/quorumlock/redlock/bench
 
 go 1.26.0
 
-replace (
-	github.com/quorumlock/redlock => ../
-	github.com/quorumlock/redlock/rueidisnode => ../rueidisnode
-)
-
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
-	github.com/quorumlock/redlock v0.0.0-00010101000000-000000000000
-	github.com/quorumlock/redlock/rueidisnode v0.0.0-00010101000000-000000000000
+	github.com/quorumlock/redlock v0.1.0
+	github.com/quorumlock/redlock/rueidisnode v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 )

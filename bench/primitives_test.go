@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
@@ -46,7 +47,7 @@ var primitiveWait = WaitStrategy
 // eachPrimitive runs arm for every N of primitiveNodes and every arm name,
 // on a locker of this library over the first N servers (refusing by
 // default, as the contender "redlock" is).
-func eachPrimitive(b *testing.B, arms []string, arm func(b *testing.B, arm string, lk redlock.Locker, key string)) {
+func eachPrimitive(b *testing.B, arms []string, arm func(b *testing.B, arm string, lk *redlock.Redlock, key string)) {
 	clients := servers(b)
 	for _, n := range primitiveNodes {
 		if n > len(clients) {
@@ -64,8 +65,8 @@ func eachPrimitive(b *testing.B, arms []string, arm func(b *testing.B, arm strin
 	}
 }
 
-func primitiveLocker(clients []*redis.Client) (redlock.Locker, error) {
-	bs := make([]redlock.Backend, len(clients))
+func primitiveLocker(clients []*redis.Client) (*redlock.Redlock, error) {
+	bs := make([]driver.Node, len(clients))
 	for i, c := range clients {
 		b, err := goredis.New(c)
 		if err != nil {
@@ -77,7 +78,7 @@ func primitiveLocker(clients []*redis.Client) (redlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.l, nil
+	return l.l.(*redlock.Redlock), nil
 }
 
 // workers runs body in g goroutines until b.N operations are done in all,
@@ -120,7 +121,7 @@ func lockWaiting(ctx context.Context, lock func(context.Context) (*redlock.Lock,
 // then Unlock of each (impl=mutexes): the composition that avoids
 // deadlock between callers of overlapping sets.
 func BenchmarkMulti(b *testing.B) {
-	eachPrimitive(b, []string{"lockmany", "mutexes"}, func(b *testing.B, arm string, lk redlock.Locker, key string) {
+	eachPrimitive(b, []string{"lockmany", "mutexes"}, func(b *testing.B, arm string, lk *redlock.Redlock, key string) {
 		keys := make([]string, multiKeys)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("%s:%d", key, i)
@@ -133,7 +134,7 @@ func BenchmarkMulti(b *testing.B) {
 		for range b.N {
 			switch arm {
 			case "lockmany":
-				l, err := lk.(redlock.KeySetLocker).LockMany(ctx, keys)
+				l, err := lk.LockMany(ctx, keys)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -164,8 +165,8 @@ func BenchmarkMulti(b *testing.B) {
 // or through the mutex (impl=mutex: Lock with the waiting strategy and the
 // library's hand-off, one holder at a time).
 func BenchmarkReaders(b *testing.B) {
-	eachPrimitive(b, []string{"rlock", "mutex"}, func(b *testing.B, arm string, lk redlock.Locker, key string) {
-		rw := lk.(redlock.ReadWriteLocker)
+	eachPrimitive(b, []string{"rlock", "mutex"}, func(b *testing.B, arm string, lk *redlock.Redlock, key string) {
+		rw := lk
 		lock := rw.Lock
 		if arm == "rlock" {
 			lock = rw.RLock
@@ -194,7 +195,7 @@ func BenchmarkReaders(b *testing.B) {
 // (Reject), and while all are held the same delays as the semaphore's
 // strategy before going round again.
 func BenchmarkSemaphore(b *testing.B) {
-	eachPrimitive(b, []string{"semaphore", "mutexes"}, func(b *testing.B, arm string, lk redlock.Locker, key string) {
+	eachPrimitive(b, []string{"semaphore", "mutexes"}, func(b *testing.B, arm string, lk *redlock.Redlock, key string) {
 		opt := redlock.WithStrategy(primitiveWait)
 		var acquire func(ctx context.Context) (*redlock.Lock, error)
 		if arm == "semaphore" {

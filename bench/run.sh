@@ -100,15 +100,16 @@ done
 echo "took:   $(($(date +%s) - start)) s for $COUNT round(s)" | tee -a "$OUT/machine.txt"
 
 "$benchstat" -col /impl "$OUT/raw.txt" >"$OUT/summary.txt"
-go run ./tables "$OUT/raw.txt" | tee "$OUT/tables.md"
+go run ./tables "$OUT/raw.txt" >"$OUT/tables.md"
+go run ./tables -summary "$OUT/raw.txt" | tee "$OUT/summary.md"
 
 # Replace the generated block of BENCHMARKS.md with the new tables, unless
 # something failed.
 if [ "${SPLICE:-1}" = 1 ] && [ "$failed" = 0 ]; then
 	doc=../BENCHMARKS.md
-	awk -v tables="$OUT/tables.md" '
-		/^<!-- begin: bench\/results\/tables.md/ { print; while ((getline l < tables) > 0) print l; skip = 1; next }
-		/^<!-- end: bench\/results\/tables.md/ { skip = 0 }
+	awk -v tables="$OUT/summary.md" '
+		/^<!-- begin: bench\/results\/summary.md/ { print; while ((getline l < tables) > 0) print l; skip = 1; next }
+		/^<!-- end: bench\/results\/summary.md/ { skip = 0 }
 		!skip { print }
 	' "$doc" >"$doc.new" && mv "$doc.new" "$doc"
 	echo "updated $doc; edit its prose (machine, targets' limits) by hand" >&2

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,12 +22,12 @@ import (
 //
 // BenchmarkReleaseScript's scripts, each on one node:
 //
-//   - release-fair: the library's fair release (FairLua.Release) of the
+//   - release-fair: the library's fair release (release_fair.lua) of the
 //     queue's head's holder, which grants the key to the next entry and
 //     announces it, the release of every cross-process hand-off; the next
-//     entry queues (FairLua.Acquire) before the idle spell, as the next
+//     entry queues (acquire_fair.lua) before the idle spell, as the next
 //     waiter does during the hold;
-//   - release: the library's plain release (Lua.Release), announced;
+//   - release: the library's plain release (release.lua), announced;
 //   - ideal-pass: ideal-handoff's SET and PUBLISH (idealPass), the least
 //     a hand-off in one round asks of a node.
 //
@@ -81,9 +80,8 @@ func releaseScripts(b *testing.B, c *redis.Client, script, key string) scriptRun
 	tok := func(i int) string { return fmt.Sprintf("%032x", i) }
 	switch script {
 	case "release-fair":
-		acq, rel := load(redlock.FairLua.Acquire), load(redlock.FairLua.Release)
-		q, exp, grants := redlock.QueueKeys(key)
-		fair := []string{key, q, exp, grants}
+		acq, rel := load(coreScript(b, "fence_lib.lua")+coreScript(b, "acquire_fair.lua")), load(coreScript(b, "release_fair.lua"))
+		fair := []string{key, key + ":queue", key + ":queue:exp", key + ":queue:grant"}
 		must(c.Del(ctx, fair...).Err())
 		ticket := func(i int) string { return "bench." + strconv.Itoa(i) }
 		queue := func(i int) int64 { // ticket i's attempt: 1 if it took the key
@@ -104,7 +102,7 @@ func releaseScripts(b *testing.B, c *redis.Client, script, key string) scriptRun
 			},
 		}
 	case "release":
-		rel := load(redlock.Lua.Release)
+		rel := load(coreScript(b, "release.lua"))
 		i := 0
 		return scriptRun{
 			prepare: func() int { i++; must(c.Set(ctx, key, tok(i), TTL).Err()); return i },
@@ -124,4 +122,14 @@ func releaseScripts(b *testing.B, c *redis.Client, script, key string) scriptRun
 			},
 		}
 	}
+}
+
+// coreScript reads one of the core's scripts from the repository, as the
+// core embeds it (the bench module lives in the repository).
+func coreScript(b *testing.B, name string) string {
+	src, err := os.ReadFile("../" + name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(src)
 }

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
+
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
@@ -56,11 +59,11 @@ type Client struct {
 	// Name is the Config.Client value this library answers to, such as
 	// ClientRueidis. It must not be ClientGoRedis, which is built in.
 	Name string
-	// OpenNode opens the node n: its Backend, and a Closer for the client
-	// it made, which the Closer that Open returns closes. On error it
+	// OpenNode opens the node n: its driver.Node, and a Closer for the client
+	// it made, which Clients.Close (from OpenWith) closes. On error it
 	// closes what it made itself. Bad input (an option the library does
 	// not support) is an *Error for VarNodes, with Value n.URL.
-	OpenNode func(n Node) (redlock.Backend, io.Closer, error)
+	OpenNode func(n Node) (driver.Node, io.Closer, error)
 }
 
 // Node is one URL of Config.Nodes, parsed, as Client.OpenNode gets it.
@@ -76,7 +79,7 @@ type Client struct {
 // The options hold the password. Printing a Node (String, any fmt verb,
 // slog) shows its masked URL only; json.Marshal is not masked.
 type Node struct {
-	URL        string // the URL with its user info masked as xxxxx
+	URL        string // the URL with its secrets masked as xxxxx (redact.Value)
 	Standalone *redis.Options
 	Cluster    *redis.ClusterOptions
 	Sentinel   *redis.FailoverOptions
@@ -90,7 +93,7 @@ type Node struct {
 	ReplicaAckTimeout time.Duration
 }
 
-// String is the node's URL with its user info masked.
+// String is the node's URL with its secrets masked.
 func (n Node) String() string { return n.URL }
 
 // Format implements fmt.Formatter: every verb formats String, %#v in Go
@@ -107,23 +110,50 @@ func (n Node) Format(f fmt.State, verb rune) {
 func (n Node) LogValue() slog.Value { return slog.StringValue(n.URL) }
 
 // Invalid is the error of an OpenNode that refuses n: an *Error for
-// VarNodes and the masked URL, matching redlock.ErrInvalid.
-func (n Node) Invalid(err error) error { return &Error{Var: VarNodes, Value: n.URL, Err: err} }
+// VarNodes and the masked URL, matching redlock.ErrInvalid and err. The
+// text of err is masked too (redact.URLs), since a client library's error
+// may quote the URL.
+func (n Node) Invalid(err error) error {
+	return &Error{Var: VarNodes, Value: n.URL, Err: maskedError{err}}
+}
 
-// goRedisURLError is redis.ParseURL's error for a plain node URL, which
-// may quote pieces of a password: nodeURLError words it safely.
-type goRedisURLError struct{ err error }
+// maskedError is an error whose text has the secrets of any URL in it
+// masked (redact.URLs); it unwraps to the error itself.
+type maskedError struct{ err error }
 
-func (e goRedisURLError) Error() string { return e.err.Error() }
+func (e maskedError) Error() string { return redact.URLs(fmt.Sprint(e.err)) }
+func (e maskedError) Unwrap() error { return e.err }
 
 // parseNode parses a node URL of any kind, with its replica_ack
-// parameters. Its errors are safe to show once given to listURLError.
+// parameters. Its errors quote the URL with its secrets masked
+// (redact.Value) and nothing of the secrets: when the URL does not parse,
+// the error is worded from parsing the masked URL instead, so a client
+// library that quotes pieces of what it parses quotes only masked text.
 func parseNode(u string) (Node, error) {
+	n, err := parseNodeText(u)
+	if err == nil {
+		return n, nil
+	}
+	masked := redact.Value(u)
+	if masked == u { // no user info, no credential parameter
+		return Node{}, err
+	}
+	if _, merr := parseNodeText(masked); merr != nil {
+		return Node{}, merr
+	}
+	return Node{}, fmt.Errorf("%q: malformed user info (not shown; write a password's special characters as %%XX escapes)", masked)
+}
+
+// parseNodeText is parseNode on the text u as it is: its errors quote u.
+func parseNodeText(u string) (Node, error) {
 	rest, ack, err := splitReplicaAck(u) // replicaack.go
 	if err != nil {
 		return Node{}, err
 	}
-	n := Node{URL: redact.URLs(u), ReplicaAck: ack.n, ReplicaAckTimeout: ack.timeout}
+	if err := refuseCredentialParams(u, rest); err != nil {
+		return Node{}, err
+	}
+	n := Node{URL: redact.Value(u), ReplicaAck: ack.n, ReplicaAckTimeout: ack.timeout}
 	if fo, sentinel, err := sentinelOptions(rest); sentinel { // sentinel.go
 		if err != nil {
 			return Node{}, err
@@ -138,7 +168,10 @@ func parseNode(u string) (Node, error) {
 	} else {
 		o, err := redis.ParseURL(rest)
 		if err != nil {
-			return Node{}, goRedisURLError{err}
+			return Node{}, fmt.Errorf("%q: %w", u, err)
+		}
+		if err := checkStandaloneAddr(rest); err != nil {
+			return Node{}, fmt.Errorf("%q: %w", u, err)
 		}
 		o.ContextTimeoutEnabled = true
 		n.Standalone = o
@@ -152,6 +185,47 @@ func parseNode(u string) (Node, error) {
 	return n, nil
 }
 
+// refuseCredentialParams refuses a query parameter of the node URL u
+// (rest: u without its replica_ack parameters) that names a credential
+// (redact.Credential: password, username, ...): go-redis takes the
+// credentials from the user info only, and would report the parameter as
+// an unknown option, quoting it.
+func refuseCredentialParams(u, rest string) error {
+	pu, err := url.Parse(rest)
+	if err != nil {
+		return nil // the parsers below report it
+	}
+	names := slices.Sorted(maps.Keys(pu.Query()))
+	for _, name := range names {
+		if redact.Credential(name) {
+			return fmt.Errorf("%q: query parameter %s: not supported: put the user name and password in the URL's user info, %%XX-escaped (%s://user:password@host:port)",
+				redact.Value(u), strconv.Quote(name), pu.Scheme)
+		}
+	}
+	return nil
+}
+
+// checkStandaloneAddr checks the host and port of a redis:// or rediss://
+// URL that redis.ParseURL accepted: go-redis takes a URL without a host
+// for localhost:6379 and leaves the port's range to the first dial.
+// A unix:// URL has a path instead, which redis.ParseURL checks.
+func checkStandaloneAddr(rest string) error {
+	pu, err := url.Parse(rest)
+	if err != nil || strings.EqualFold(pu.Scheme, "unix") {
+		return nil
+	}
+	scheme := strings.ToLower(pu.Scheme)
+	if pu.Hostname() == "" {
+		return fmt.Errorf("no host: want %s://host[:port][/db]", scheme)
+	}
+	if port := pu.Port(); port != "" || strings.HasSuffix(pu.Host, ":") {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %s: want a number from 1 to 65535 (or none, for 6379)", strconv.Quote(port))
+		}
+	}
+	return nil
+}
+
 // ParseNode parses one node URL as Load and Open do, for tools that talk
 // to the nodes themselves (redlock inspect and release): its kind, its
 // go-redis options and its replica_ack parameters. An error is an *Error
@@ -159,18 +233,21 @@ func parseNode(u string) (Node, error) {
 func ParseNode(u string) (Node, error) {
 	n, err := parseNode(u)
 	if err != nil {
-		return Node{}, &Error{Var: VarNodes, Value: redact.URLs(u), Err: listURLError(u, 0, err)}
+		return Node{}, &Error{Var: VarNodes, Value: redact.Value(u), Err: err}
 	}
 	return n, nil
 }
 
 // listURLError is parseNode's error for URL i of the comma-separated
-// list, worded without a piece of any password in the list.
+// list, unless a masked part of the list spans a ',' (a password holding
+// one): the URLs Load cut the list into are then not the URLs the masking
+// found, URL i masked alone may show a piece of a password, and there is
+// nothing safe to quote but its position.
 func listURLError(list string, i int, err error) error {
-	if ge := (goRedisURLError{}); errors.As(err, &ge) {
-		return nodeURLError(list, i, ge.err)
+	if strings.Count(redact.Value(list), ",") != strings.Count(list, ",") {
+		return fmt.Errorf("URL %d of the list is malformed (not shown: it has user info)", i+1)
 	}
-	return kindURLError(list, i, err)
+	return err
 }
 
 // clientName is c's library name: ClientGoRedis when empty.
@@ -183,7 +260,7 @@ func (c Config) clientName() string {
 
 // nodeOpener picks the library that opens c's nodes: go-redis, or lib
 // when c.Client names it.
-func (c Config) nodeOpener(lib Client) (func(Node) (redlock.Backend, io.Closer, error), error) {
+func (c Config) nodeOpener(lib Client) (func(Node) (driver.Node, io.Closer, error), error) {
 	switch name := c.clientName(); {
 	case name == ClientGoRedis:
 		return openGoRedis, nil
@@ -202,7 +279,7 @@ func (c Config) nodeOpener(lib Client) (func(Node) (redlock.Backend, io.Closer, 
 // master and sentinels), a cluster client or a plain client, with
 // goredis.WithReplicaAck when the URL asks for it. go-redis clients do
 // not connect until their first command.
-func openGoRedis(n Node) (redlock.Backend, io.Closer, error) {
+func openGoRedis(n Node) (driver.Node, io.Closer, error) {
 	var (
 		cl   redis.UniversalClient
 		opts []goredis.Option
@@ -224,12 +301,9 @@ func openGoRedis(n Node) (redlock.Backend, io.Closer, error) {
 		cl.Close()
 		return nil, nil, n.Invalid(err)
 	}
-	if own, ok := b.(io.Closer); ok {
-		// The node's own connection (goredis.New) outlives the client:
-		// close both.
-		return b, closers{own, cl}, nil
-	}
-	return b, cl, nil
+	// The node first, which ends its lingering subscriptions, then the
+	// client, which closes every connection.
+	return b, closers{b, cl}, nil
 }
 
 // closers closes each of its Closers, returning the first error.
@@ -245,31 +319,33 @@ func (cs closers) Close() error {
 	return first
 }
 
-// openNodes opens every node of c with open. On error it closes the
-// clients already made.
-func (c Config) openNodes(open func(Node) (redlock.Backend, io.Closer, error)) ([]redlock.Backend, []io.Closer, error) {
+// openNodes opens every node of c with open: each parsed, its driver.Node
+// and its Closer. On error it closes the clients already made.
+func (c Config) openNodes(open func(Node) (driver.Node, io.Closer, error)) ([]Node, []driver.Node, []io.Closer, error) {
 	var (
-		nodes   []redlock.Backend
+		parsed  []Node
+		nodes   []driver.Node
 		closers []io.Closer
 	)
 	for _, u := range c.Nodes {
 		n, err := ParseNode(u)
 		if err == nil {
-			var b redlock.Backend
+			var b driver.Node
 			var cl io.Closer
 			b, cl, err = open(n)
 			if err == nil {
-				nodes, closers = append(nodes, b), append(closers, cl)
+				parsed, nodes, closers = append(parsed, n), append(nodes, b), append(closers, cl)
 				continue
 			}
 			if !errors.As(err, new(*Error)) {
-				err = fmt.Errorf("envconfig: node %q: %w", n.URL, err)
+				// A library's error may quote the URL: mask its text too.
+				err = fmt.Errorf("envconfig: node %q: %w", n.URL, maskedError{err})
 			}
 		}
 		closeAll(closers)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nodes, closers, nil
+	return parsed, nodes, closers, nil
 }
 
 func closeAll(closers []io.Closer) error {

@@ -2,6 +2,7 @@ package envconfig
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/fakenode"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,7 +29,7 @@ type fakeLib struct {
 }
 
 func (f *fakeLib) client() Client {
-	return Client{Name: ClientRueidis, OpenNode: func(n Node) (redlock.Backend, io.Closer, error) {
+	return Client{Name: ClientRueidis, OpenNode: func(n Node) (driver.Node, io.Closer, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.opened = append(f.opened, n)
@@ -138,6 +140,9 @@ func TestClientOpenWithFailure(t *testing.T) {
 	}{
 		{"refused", func(n Node) error { return n.Invalid(errors.New("option not supported")) }, true},
 		{"unreachable", func(Node) error { return unreachable }, false},
+		{"unreachable, quoting the URL", func(n Node) error {
+			return fmt.Errorf("dial redis://alice:%s@%s/2: %w", url.PathEscape(secret), n.Standalone.Addr, unreachable)
+		}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lib := fakeLib{fail: func(n Node) error {

@@ -6,11 +6,17 @@
 // A service reads its locker once at start-up and closes the Redis
 // clients when it stops:
 //
-//	locker, closer, err := envconfig.Open(".env") // environment first, then the file
+//	locker, clients, err := envconfig.Open(".env") // environment first, then the file
 //	if err != nil {
 //		log.Fatal(err) // envconfig: invalid LOCK_DISTRIBUTED_TTL="ten": ...
 //	}
-//	defer closer.Close()
+//	defer clients.Close()
+//	log.Printf("locking: %v", clients) // enabled: strategy retry, ... or disabled: every lock is granted without Redis; ...
+//	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//	defer cancel()
+//	if err := clients.Ping(ctx); err != nil { // fail at start, not at the first lock
+//		log.Fatal(err) // envconfig: node "redis://xxxxx@10.0.0.1:6379": authentication failed: WRONGPASS ...
+//	}
 //
 // Open is Lookup, Load and Config.Open in one call; each can be used on
 // its own: Load takes any lookup function, so tests never touch the
@@ -23,11 +29,13 @@
 //
 //	LOCK_DISTRIBUTED_ENABLED      false   true/false, 1/0, t/f (strconv.ParseBool)
 //	LOCK_DISTRIBUTED_STRATEGY     retry   retry or reject, any case
-//	LOCK_DISTRIBUTED_TTL          10      seconds, a positive integer (DefaultTTL)
-//	LOCK_DISTRIBUTED_RETRY        3       retries after the first attempt (DefaultRetries)
-//	LOCK_DISTRIBUTED_RETRY_DELAY  100     milliseconds before the first retry, doubled
-//	                                      for each further one (DefaultRetryDelay)
-//	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis:// URLs; required when enabled
+//	LOCK_DISTRIBUTED_TTL          10      whole seconds, 1 or more (DefaultTTL)
+//	LOCK_DISTRIBUTED_RETRY        3       whole retries after the first attempt, 0 or more
+//	                                      (DefaultRetries)
+//	LOCK_DISTRIBUTED_RETRY_DELAY  100     whole milliseconds before the first retry, 0 or
+//	                                      more, doubled for each further one (DefaultRetryDelay)
+//	LOCK_DISTRIBUTED_NODES        (none)  comma-separated redis:// URLs; required when enabled,
+//	                                      refused by Open when ENABLED is not set
 //	                                      (redis+cluster:// for a Redis Cluster as one node,
 //	                                      redis+sentinel:// for a master behind Sentinel)
 //	LOCK_DISTRIBUTED_CLIENT       go-redis  the client library: go-redis or rueidis, any case
@@ -89,13 +97,19 @@
 //
 // # Passwords
 //
-// A node URL may hold a password. Every error of this package, and every
-// way of printing a Config, shows the user info of each URL as xxxxx, so
-// they are safe to log.
+// A node URL may hold a password, in its user info only
+// (redis://user:password@host:port, special characters %XX-escaped): a
+// query parameter that names a credential (password, username, ...) is
+// refused. Every error of this package, and every way of printing a
+// Config or a Node, shows the user info of each URL as xxxxx, however
+// malformed the URL (the user info ends at the URL's last '@'), and the
+// value of a credential parameter as xxxxx, so they are safe to log. The
+// one thing the list syntax cannot tell apart: a password holding a ','
+// followed by a scheme and "://" is read as the start of the next URL of
+// the list; %XX-escape it.
 package envconfig
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -105,8 +119,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock"
@@ -151,7 +163,11 @@ const (
 type Config struct {
 	// Enabled switches distributed locking on. When it is false Open
 	// returns a locker that grants every lock at once without any Redis,
-	// so the same application code runs on a laptop and in a cluster.
+	// so the same application code runs on a laptop and in a cluster, and
+	// says so (Clients.Disabled). Load leaves it false when
+	// LOCK_DISTRIBUTED_ENABLED is not set, and Open then refuses the
+	// Config if it has Nodes: nodes are no reason to believe in a lock
+	// that excludes nothing.
 	Enabled bool
 	// Strategy is StrategyRetry (wait with exponential backoff) or
 	// StrategyReject (fail at once when the lock is held).
@@ -168,60 +184,91 @@ type Config struct {
 	// in the syntax of redis.ParseURL, redis+cluster:// URLs of Redis
 	// Clusters or redis+sentinel:// URLs of masters behind Sentinel (see
 	// the package documentation), any of them with the replica_ack
-	// parameters (ParamReplicaAck). One URL gives a redlock.Single,
+	// parameters (ParamReplicaAck). One URL gives a redlock.NewSingle,
 	// several a redlock.Redlock over independent masters. Required when Enabled.
 	//
+	// Load and Open check every URL: its scheme, a host (go-redis would
+	// take a URL without one for localhost:6379) and, when it has one, a
+	// port from 1 to 65535; a unix:// URL needs a socket path.
+	//
 	// A URL may hold a password. Printing a Config (any fmt verb, String,
-	// slog) shows each URL's user info as xxxxx; the field itself is
-	// never changed.
+	// slog) shows each URL's user info as xxxxx (see Passwords in the
+	// package documentation); the field itself is never changed.
 	Nodes []string
 	// Client is the Redis client library the nodes are opened with:
 	// ClientGoRedis (Load's default; the empty string means it too, so
 	// Configs built by hand before this field existed keep working) or
 	// ClientRueidis, which only OpenWith opens (see Client).
 	Client string
+
+	// enabledUnset is set by Load when NODES is given and ENABLED is not:
+	// Open refuses such a Config rather than lock nothing (see Load).
+	enabledUnset bool
 }
 
-// redacted returns c with the user info of its node URLs masked.
+// redacted returns c with the secrets of its node URLs masked.
 func (c Config) redacted() Config {
 	if c.Nodes != nil {
 		nodes := make([]string, len(c.Nodes))
 		for i, u := range c.Nodes {
-			nodes[i] = redact.URLs(u)
+			nodes[i] = redact.Value(u)
 		}
 		c.Nodes = nodes
 	}
 	return c
 }
 
-// String formats c as fmt's %v formats a struct, with the user info
-// (user name and password) of every node URL replaced by xxxxx:
-//
-//	{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379] go-redis}
-func (c Config) String() string { return fmt.Sprint(c) }
+// Disabled is how String starts for a Config that is not Enabled.
+const Disabled = "disabled: every lock is granted without Redis"
 
-// GoString is String in Go syntax, for %#v.
+// String describes c in one line, the secrets of every node URL masked
+// (user info and credential parameters shown as xxxxx):
+//
+//	enabled: strategy retry, ttl 10s, retries 3, retry delay 100ms, client go-redis, nodes [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379]
+//	disabled: every lock is granted without Redis; strategy retry, ttl 10s, retries 3, retry delay 100ms, client go-redis, nodes []
+func (c Config) String() string {
+	r := c.redacted()
+	state := "enabled:"
+	switch {
+	case !c.Enabled && c.enabledUnset && len(c.Nodes) > 0:
+		state = "not enabled: " + VarEnabled + " is not set, so Open refuses these nodes;"
+	case !c.Enabled:
+		state = Disabled + ";"
+	}
+	return fmt.Sprintf("%s strategy %s, ttl %v, retries %d, retry delay %v, client %s, nodes [%s]",
+		state, r.Strategy, r.TTL, r.Retries, r.RetryDelay, r.clientName(), strings.Join(r.Nodes, " "))
+}
+
+// GoString is c in Go syntax, for %#v, the secrets of its node URLs
+// masked.
 func (c Config) GoString() string {
 	r := c.redacted()
 	return fmt.Sprintf("envconfig.Config{Enabled:%#v, Strategy:%#v, TTL:%#v, Retries:%#v, RetryDelay:%#v, Nodes:%#v, Client:%#v}",
 		r.Enabled, r.Strategy, int64(r.TTL), r.Retries, int64(r.RetryDelay), r.Nodes, r.Client)
 }
 
-// Format implements fmt.Formatter so that no verb prints a password: %v,
-// %+v and %s print the fields as for any struct, %#v prints GoString, and
-// every other verb applies to the fields as usual, all with the node URLs'
-// user info replaced by xxxxx.
+// Format implements fmt.Formatter so that no verb prints a password: %v
+// and %s print String, %q quotes it, %x and %X print it in hex, %+v
+// prints the fields with their names as for any struct, %#v prints
+// GoString; any other verb is reported as fmt reports a wrong verb, with
+// String. Widths and flags apply as for a string.
 func (c Config) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
+	switch {
+	case verb == 'v' && f.Flag('#'):
 		io.WriteString(f, c.GoString())
-		return
+	case verb == 'v' && f.Flag('+'):
+		r := c.redacted()
+		fmt.Fprintf(f, "{Enabled:%v Strategy:%s TTL:%v Retries:%d RetryDelay:%v Nodes:%v Client:%s}",
+			r.Enabled, r.Strategy, r.TTL, r.Retries, r.RetryDelay, r.Nodes, r.Client)
+	case verb == 'v' || verb == 's' || verb == 'q' || verb == 'x' || verb == 'X':
+		fmt.Fprintf(f, fmt.FormatString(f, verb), c.String())
+	default:
+		fmt.Fprintf(f, "%%!%c(envconfig.Config=%s)", verb, c.String())
 	}
-	type fields Config // the same fields, without these methods
-	fmt.Fprintf(f, fmt.FormatString(f, verb), fields(c.redacted()))
 }
 
-// LogValue implements slog.LogValuer: a group of the fields, with the node
-// URLs' user info replaced by xxxxx.
+// LogValue implements slog.LogValuer: a group of the fields, with the
+// secrets of the node URLs masked.
 func (c Config) LogValue() slog.Value {
 	r := c.redacted()
 	return slog.GroupValue(
@@ -240,19 +287,20 @@ func (c Config) LogValue() slog.Value {
 // strconv.ErrSyntax) when there is one.
 //
 // It never holds a password: the errors this package returns carry the
-// value with the user info of every URL in it replaced by xxxxx (see
-// Config.Nodes), and an error about a node URL is worded from that masked
-// text, so it is safe to log (log.Fatal(err)) or print with any verb.
+// value with the user info and credential parameters of every URL in it
+// replaced by xxxxx (see Passwords in the package documentation), and an
+// error about a node URL is worded from that masked text, so it is safe
+// to log (log.Fatal(err)) or print with any verb.
 type Error struct {
 	Var   string // the variable, e.g. "LOCK_DISTRIBUTED_TTL"
-	Value string // its value as found, URL user info masked as xxxxx
+	Value string // its value as found, URL secrets masked as xxxxx
 	Err   error  // what is wrong with it
 }
 
-// Error masks URL user info in Value also when the Error was built
-// elsewhere.
+// Error masks the secrets of the URLs in Value (redact.Value) also when
+// the Error was built elsewhere.
 func (e *Error) Error() string {
-	return fmt.Sprintf("envconfig: invalid %s=%q: %v", e.Var, redact.URLs(e.Value), e.Err)
+	return fmt.Sprintf("envconfig: invalid %s=%q: %v", e.Var, redact.Value(e.Value), e.Err)
 }
 
 // Unwrap returns redlock.ErrInvalid and the underlying error.
@@ -268,14 +316,23 @@ func invalidf(format string, args ...any) error {
 // they describe. An unset variable, or one set to the empty string or to
 // blanks only, takes its default (see the table in the package
 // documentation): Enabled false, StrategyRetry, DefaultTTL,
-// DefaultRetries, DefaultRetryDelay and no Nodes. RETRY and RETRY_DELAY
-// are non-negative integers, TTL a positive one.
+// DefaultRetries, DefaultRetryDelay and no Nodes. TTL is a whole number of
+// seconds from 1, RETRY of retries and RETRY_DELAY of milliseconds from 0:
+// digits only, no sign or unit. Each variable has one error message,
+// which says that form with an example:
+//
+//	envconfig: invalid LOCK_DISTRIBUTED_TTL="10s": want a positive whole number of seconds, such as 10
 //
 // Every variable is checked even when locking is disabled or the strategy
 // ignores it, so a typo is found on the laptop and not in production. A
 // malformed value is an *Error naming the variable and the value; it
 // matches redlock.ErrInvalid. LOCK_DISTRIBUTED_ENABLED=true without NODES is an
 // error too.
+//
+// NODES given while ENABLED is not set is a configuration that would
+// lock nothing, silently: Load returns its Config (tools that only read
+// the nodes can use it), and Config.Open refuses it with an *Error that
+// says to set ENABLED to true, or to false for the no-op.
 func Load(lookup func(string) (string, bool)) (Config, error) {
 	if lookup == nil {
 		return Config{}, invalidf("nil lookup function")
@@ -293,9 +350,10 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		Client:     ClientGoRedis,
 	}
 	bad := func(name, raw string, err error) (Config, error) {
-		return Config{}, &Error{Var: name, Value: redact.URLs(raw), Err: err}
+		return Config{}, &Error{Var: name, Value: redact.Value(raw), Err: err}
 	}
 
+	_, _, enabledSet := get(VarEnabled)
 	if raw, v, ok := get(VarEnabled); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -312,24 +370,21 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	if raw, v, ok := get(VarTTL); ok {
-		d, err := parseCount(v, time.Second)
-		if err == nil && d == 0 {
-			err = errors.New("must be positive")
-		}
+		d, err := ttlForm.parse(v)
 		if err != nil {
 			return bad(VarTTL, raw, err)
 		}
 		c.TTL = d
 	}
 	if raw, v, ok := get(VarRetry); ok {
-		n, err := parseCount(v, 1)
+		n, err := retryForm.parse(v)
 		if err != nil {
 			return bad(VarRetry, raw, err)
 		}
 		c.Retries = int(n)
 	}
 	if raw, v, ok := get(VarRetryDelay); ok {
-		d, err := parseCount(v, time.Millisecond)
+		d, err := retryDelayForm.parse(v)
 		if err != nil {
 			return bad(VarRetryDelay, raw, err)
 		}
@@ -358,72 +413,55 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		raw, _ := lookup(VarNodes)
 		return bad(VarNodes, raw, fmt.Errorf("required when %s is true", VarEnabled))
 	}
+	c.enabledUnset = !enabledSet && len(c.Nodes) > 0
 	return c, nil
 }
 
-// nodeURLError says why URL i of the comma-separated list did not parse
-// (err, from redis.ParseURL), without a word of any password in the list.
-// redis.ParseURL quotes the URL, or pieces of it, in its errors; a
-// password containing '/', '#', ',' or a bad escape makes those pieces
-// part of the password. So the error is worded from the masked list
-// instead: the masked URL, and the error that parsing the masked URL
-// gives. When masking merged URLs (a ',' in user info) there is nothing
-// safe to quote but the URL's position.
-func nodeURLError(list string, i int, err error) error {
-	urls := strings.Split(list, ",")
-	masked := strings.Split(redact.URLs(list), ",")
-	if len(masked) != len(urls) {
-		return fmt.Errorf("URL %d of the list is malformed (not shown: it has user info)", i+1)
-	}
-	u, mu := strings.TrimSpace(urls[i]), strings.TrimSpace(masked[i])
-	if mu == u { // no user info: nothing to hide
-		return fmt.Errorf("%q: %w", u, err)
-	}
-	parsed := mu
-	if rest, _, err := splitReplicaAck(mu); err == nil {
-		parsed = rest // without this package's own parameters, as parseNode parses it
-	}
-	if _, merr := redis.ParseURL(parsed); merr != nil {
-		return fmt.Errorf("%q: %w", mu, merr)
-	}
-	return fmt.Errorf("%q: malformed user info (not shown; write a password's special characters as %%XX escapes)", mu)
+// countForm is the form of a variable that holds a whole number of some
+// unit, and the one message Load gives for any other value of it.
+type countForm struct {
+	want string        // the accepted form, with its unit and an example
+	min  uint64        // the least value accepted, 0 or 1
+	unit time.Duration // what one stands for: a second, a millisecond, 1
 }
 
-// kindURLError is err, the error of clusterOptions or sentinelOptions
-// for URL i of the comma-separated list, unless masking the whole list
-// merges URLs (a ',' in user info): URL i, masked alone, may then show a
-// piece of a password, and there is nothing safe to quote but its
-// position.
-func kindURLError(list string, i int, err error) error {
-	if len(strings.Split(redact.URLs(list), ",")) != len(strings.Split(list, ",")) {
-		return fmt.Errorf("URL %d of the list is malformed (not shown: it has user info)", i+1)
-	}
-	return err
-}
+// The forms of LOCK_DISTRIBUTED_TTL, _RETRY and _RETRY_DELAY.
+var (
+	ttlForm        = countForm{"a positive whole number of seconds, such as 10", 1, time.Second}
+	retryForm      = countForm{"a whole number of retries, 0 or more, such as 3", 0, 1}
+	retryDelayForm = countForm{"a whole number of milliseconds, 0 or more, such as 100", 0, time.Millisecond}
+)
 
-// parseCount parses a non-negative decimal integer (no sign, no unit) and
-// multiplies it by unit, refusing values that overflow a time.Duration.
-func parseCount(s string, unit time.Duration) (time.Duration, error) {
-	if s[0] == '+' || s[0] == '-' {
-		if s[0] == '-' {
-			return 0, errors.New("must not be negative")
-		}
-		return 0, errors.New("want a plain integer")
-	}
-	n, err := strconv.ParseUint(s, 10, 63)
+// parse parses s, decimal digits only (no sign, no unit), into that many
+// units. Any other value is a *formError saying f.want; one too large for
+// a time.Duration says the largest value too.
+func (f countForm) parse(s string) (time.Duration, error) {
+	limit := uint64(math.MaxInt64 / int64(f.unit))
+	n, err := strconv.ParseUint(s, 10, 64)
 	if ne := (*strconv.NumError)(nil); errors.As(err, &ne) {
 		// ne.Err (ErrSyntax, ErrRange) only: ne quotes the value, which the
 		// Error shows already, masked.
 		err = ne.Err
 	}
-	if err != nil {
-		return 0, fmt.Errorf("want a non-negative integer: %w", err)
+	switch {
+	case errors.Is(err, strconv.ErrRange) || err == nil && n > limit:
+		return 0, &formError{fmt.Sprintf("want %s (at most %d)", f.want, limit), strconv.ErrRange}
+	case err != nil || n < f.min:
+		return 0, &formError{"want " + f.want, err}
 	}
-	if n > uint64(math.MaxInt64/int64(unit)) {
-		return 0, errors.New("too large")
-	}
-	return time.Duration(n) * unit, nil
+	return time.Duration(n) * f.unit, nil
 }
+
+// formError is a value that does not have its variable's form: its text
+// is what the form is, and it unwraps to the parse error (strconv.ErrSyntax
+// or strconv.ErrRange), if any.
+type formError struct {
+	want string
+	err  error
+}
+
+func (e *formError) Error() string { return e.want }
+func (e *formError) Unwrap() error { return e.err }
 
 // Options returns the locker options the Config describes: its TTL and
 // strategy (Reject for StrategyReject, Retry(Retries, RetryDelay)
@@ -445,6 +483,11 @@ func (c Config) validate() error {
 	if c.Enabled && len(c.Nodes) == 0 {
 		return invalidf("Config.Nodes: required when Enabled")
 	}
+	if c.enabledUnset && !c.Enabled && len(c.Nodes) > 0 {
+		return &Error{Var: VarNodes, Value: redact.Value(strings.Join(c.Nodes, ",")), Err: fmt.Errorf(
+			"%s is not set, so these nodes would lock nothing: set %s=true to lock through them, "+
+				"or %s=false to run without locking (every lock granted, no mutual exclusion)", VarEnabled, VarEnabled, VarEnabled)}
+	}
 	if !validClientName(c.clientName()) {
 		return invalidf("Config.Client %q: want %q or %q", c.Client, ClientGoRedis, ClientRueidis)
 	}
@@ -454,27 +497,33 @@ func (c Config) validate() error {
 	return err
 }
 
-// Open returns the Locker the Config describes, and a Closer that closes
-// the Redis clients it created (call it when the application stops; it is
-// safe to call more than once). opts are appended after the Config's own
-// options, so they can add to them (redlock.WithNodeTimeout, for
-// instance) or override them.
+// Open returns the Locker the Config describes, and the Clients it
+// made: close them when the application stops (Close is safe to call more
+// than once). opts are appended after the Config's own options, so they
+// can add to them (redlock.WithNodeTimeout, for instance) or override
+// them.
 //
-// Enabled with one node gives a *redlock.Single, with several a
-// *redlock.Redlock. Open opens go-redis clients (see openGoRedis): a
+// Enabled, the Redlock is over the Config's nodes (one node: the
+// single-instance lock). Open opens go-redis clients (see openGoRedis): a
 // Config whose Client is ClientRueidis is an *Error for VarClient naming
 // the package that opens it (use OpenWith). Every client is made from its
 // URL as Load parsed it, with ContextTimeoutEnabled set, as the lockers
 // require, and replica acknowledgement when the URL asks for it
-// (ParamReplicaAck). Disabled gives a *redlock.Single over an in-process
-// backend that grants every lock at once, even one already held: the
-// application's locking code runs unchanged, without mutual exclusion and
-// without Redis. The client library is checked even then, so a program
-// that cannot open the configured library fails on the laptop too.
+// (ParamReplicaAck). A Config that Load made from NODES without ENABLED is
+// refused (see Load).
 //
-// Open does not contact Redis: an unreachable node shows up on the first
-// Lock as redlock.ErrUnavailable, not here.
-func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) {
+// Not Enabled gives a Redlock over an in-process node that grants every
+// lock at once, even one already held: the application's
+// locking code runs unchanged, without mutual exclusion and without
+// Redis. Open reports it: Clients.Disabled is true, and the Clients print
+// (String, any fmt verb, slog) as Disabled says. The client library is
+// checked even then, so a program that cannot open the configured library
+// fails on the laptop too.
+//
+// Open does not contact Redis: call Clients.Ping for a deployment to fail
+// at start when a node does not answer; otherwise an unreachable node
+// shows up on the first Lock as redlock.ErrUnavailable.
+func (c Config) Open(opts ...redlock.Option) (*redlock.Redlock, *Clients, error) {
 	return c.open(Client{}, opts)
 }
 
@@ -484,14 +533,14 @@ func (c Config) Open(opts ...redlock.Option) (redlock.Locker, io.Closer, error) 
 // opening them (rueidis connects at once), so with it an unreachable node
 // can fail OpenWith itself, with an error that does not match
 // redlock.ErrInvalid.
-func (c Config) OpenWith(lib Client, opts ...redlock.Option) (redlock.Locker, io.Closer, error) {
+func (c Config) OpenWith(lib Client, opts ...redlock.Option) (*redlock.Redlock, *Clients, error) {
 	if lib.Name == "" || lib.Name == ClientGoRedis || lib.OpenNode == nil {
 		return nil, nil, invalidf("OpenWith: Client %q: want a name other than %q and an OpenNode", lib.Name, ClientGoRedis)
 	}
 	return c.open(lib, opts)
 }
 
-func (c Config) open(lib Client, opts []redlock.Option) (redlock.Locker, io.Closer, error) {
+func (c Config) open(lib Client, opts []redlock.Option) (*redlock.Redlock, *Clients, error) {
 	if err := c.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -505,28 +554,18 @@ func (c Config) open(lib Client, opts []redlock.Option) (redlock.Locker, io.Clos
 		if err != nil {
 			return nil, nil, err
 		}
-		return s, closeFunc(func() error { return nil }), nil
+		return s, &Clients{cfg: c}, nil
 	}
-	nodes, closers, err := c.openNodes(openNode)
+	parsed, nodes, closers, err := c.openNodes(openNode)
 	if err != nil {
 		return nil, nil, err
 	}
-	var l redlock.Locker
-	if len(nodes) == 1 {
-		l, err = redlock.NewSingle(nodes[0], opts...)
-	} else {
-		l, err = redlock.New(nodes, opts...)
-	}
+	l, err := redlock.New(nodes, opts...)
 	if err != nil {
 		closeAll(closers)
 		return nil, nil, err
 	}
-	var once sync.Once
-	var cerr error
-	return l, closeFunc(func() error {
-		once.Do(func() { cerr = closeAll(closers) })
-		return cerr
-	}), nil
+	return l, &Clients{cfg: c, nodes: parsed, closers: closers}, nil
 }
 
 // kindURL is a node URL of a kind go-redis parses from a redis:// URL of
@@ -572,7 +611,7 @@ func parseKindURL(u, kind, defaultPort string) (k *kindURL, ok bool, err error) 
 	if base != "redis" && base != "rediss" || base == scheme {
 		return nil, false, nil
 	}
-	k = &kindURL{raw: u, masked: redact.URLs(u), scheme: scheme}
+	k = &kindURL{raw: u, masked: redact.Value(u), scheme: scheme}
 	k.u, err = url.Parse(base + "://" + rest)
 	if err != nil {
 		// url.Parse quotes the URL: say nothing of it but the masked text,
@@ -625,7 +664,7 @@ func clusterOptions(u string) (o *redis.ClusterOptions, cluster bool, err error)
 // Open is Load and Config.Open in one call, reading the process
 // environment and then, for variables it does not set, the given .env
 // files (see Lookup).
-func Open(dotenv ...string) (redlock.Locker, io.Closer, error) {
+func Open(dotenv ...string) (*redlock.Redlock, *Clients, error) {
 	lookup, err := Lookup(dotenv...)
 	if err != nil {
 		return nil, nil, err
@@ -635,44 +674,4 @@ func Open(dotenv ...string) (redlock.Locker, io.Closer, error) {
 		return nil, nil, err
 	}
 	return c.Open()
-}
-
-type closeFunc func() error
-
-func (f closeFunc) Close() error { return f() }
-
-// alwaysGrant is the backend of a disabled configuration: every lock is
-// granted, extended and released at once. It also issues fencing tokens
-// (from one counter for all keys, so they increase for every key, within
-// this process only), so code written WithFencing runs unchanged too. It
-// is never mixed with a real node.
-type alwaysGrant struct {
-	fence atomic.Int64
-}
-
-var _ redlock.Fencer = (*alwaysGrant)(nil)
-
-func (*alwaysGrant) Name() string { return "disabled" }
-
-func (*alwaysGrant) Acquire(context.Context, string, string, time.Duration) (bool, error) {
-	return true, nil
-}
-
-func (*alwaysGrant) Release(context.Context, string, string, bool) (bool, error) { return true, nil }
-
-func (*alwaysGrant) Extend(context.Context, string, string, time.Duration) (bool, error) {
-	return true, nil
-}
-
-func (g *alwaysGrant) AcquireFenced(context.Context, string, string, time.Duration) (bool, int64, error) {
-	return true, g.fence.Add(1), nil
-}
-
-func (g *alwaysGrant) RaiseFence(_ context.Context, _, _ string, fence int64) (bool, error) {
-	for {
-		cur := g.fence.Load()
-		if cur >= fence || g.fence.CompareAndSwap(cur, fence) {
-			return true, nil
-		}
-	}
 }

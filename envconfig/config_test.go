@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func TestConfigEachVariable(t *testing.T) {
 				c.Enabled = true
 				c.Nodes = []string{"redis://127.0.0.1:7001/0", "redis://:secret@127.0.0.1:7002", "rediss://127.0.0.1:7003"}
 			}},
-		{map[string]string{VarNodes: "redis://127.0.0.1:6379"}, // nodes may be listed while disabled
+		{map[string]string{VarEnabled: "false", VarNodes: "redis://127.0.0.1:6379"}, // nodes may be listed while disabled
 			func(c *Config) { c.Nodes = []string{"redis://127.0.0.1:6379"} }},
 		{map[string]string{VarStrategy: "reject"}, func(c *Config) { c.Strategy = StrategyReject }},
 		{map[string]string{VarStrategy: " Retry "}, func(c *Config) { c.Strategy = StrategyRetry }},
@@ -68,7 +69,7 @@ func TestConfigEachVariable(t *testing.T) {
 		{map[string]string{VarRetryDelay: "250"}, func(c *Config) { c.RetryDelay = 250 * time.Millisecond }},
 		{map[string]string{VarClient: "go-redis"}, func(c *Config) { c.Client = ClientGoRedis }},
 		{map[string]string{VarClient: " Rueidis "}, func(c *Config) { c.Client = ClientRueidis }},
-		{map[string]string{VarNodes: "redis://h:1?replica_ack=1&replica_ack_timeout=500ms"}, // kept as written
+		{map[string]string{VarEnabled: "0", VarNodes: "redis://h:1?replica_ack=1&replica_ack_timeout=500ms"}, // kept as written
 			func(c *Config) { c.Nodes = []string{"redis://h:1?replica_ack=1&replica_ack_timeout=500ms"} }},
 	}
 	for _, tt := range tests {
@@ -109,6 +110,14 @@ func TestConfigMalformed(t *testing.T) {
 		{VarNodes, "redis://127.0.0.1:6379,,redis://127.0.0.1:6380"},
 		{VarNodes, "redis://127.0.0.1:6379,"},
 		{VarNodes, "redis://127.0.0.1:6379?replica_ack=1"}, // no timeout
+		{VarNodes, "redis://127.0.0.1:99999"},              // port out of range
+		{VarNodes, "redis://127.0.0.1:0"},
+		{VarNodes, "redis://127.0.0.1:"}, // empty port
+		{VarNodes, "redis://"},           // no host: go-redis would take localhost:6379
+		{VarNodes, "rediss://"},
+		{VarNodes, "redis://:6379"},
+		{VarNodes, "redis:///0"},
+		{VarNodes, "unix://"},
 		{VarClient, "redigo"},
 		{VarClient, "go_redis"},
 		{VarClient, "go-redis,rueidis"},
@@ -145,6 +154,60 @@ func TestConfigMalformed(t *testing.T) {
 	})
 }
 
+// Every address is checked when the configuration is read (and again by
+// Open): a host, and a port from 1 to 65535 when one is given.
+func TestConfigNodeAddresses(t *testing.T) {
+	for _, tt := range []struct{ url, says string }{
+		{"redis://127.0.0.1:99999", `"redis://127.0.0.1:99999": port "99999": want a number from 1 to 65535`},
+		{"redis://", `"redis://": no host: want redis://host[:port][/db]`},
+		{"rediss://:6380/1", `"rediss://:6380/1": no host: want rediss://host[:port][/db]`},
+		{"redis://:" + url.PathEscape(secret) + "@127.0.0.1:65536", `"redis://xxxxx@127.0.0.1:65536": port "65536"`},
+		{"redis://:" + url.PathEscape(secret) + "@", `"redis://xxxxx@": no host`},
+	} {
+		_, err := Load(vars(map[string]string{VarEnabled: "true", VarNodes: tt.url}))
+		require.ErrorIs(t, err, redlock.ErrInvalid, tt.url)
+		assert.ErrorContains(t, err, tt.says)
+		assertNoSecret(t, err)
+		_, _, err = Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second, Nodes: []string{tt.url}}.Open()
+		require.ErrorIs(t, err, redlock.ErrInvalid, tt.url)
+		assert.ErrorContains(t, err, tt.says)
+	}
+	for _, u := range []string{"redis://127.0.0.1", "redis://h:1", "redis://h:65535/2", "rediss://[::1]:6380", "unix:///run/redis.sock", "REDIS://H:6379"} {
+		_, err := ParseNode(u)
+		assert.NoError(t, err, u)
+	}
+}
+
+// Each number variable has one message for every value it refuses, which
+// names its form, its unit and an example.
+func TestConfigNumberMessages(t *testing.T) {
+	for name, tt := range map[string]struct {
+		values []string
+		want   string
+	}{
+		VarTTL: {[]string{"abc", "0", "00", "10s", "-5", "+5", "1.5", "1e3", "0x10", "1_000", "١٠"},
+			"want a positive whole number of seconds, such as 10"},
+		VarRetry: {[]string{"three", "-1", "+1", "3.0", "3 4"},
+			"want a whole number of retries, 0 or more, such as 3"},
+		VarRetryDelay: {[]string{"100ms", "-100", "0.5", "1s"},
+			"want a whole number of milliseconds, 0 or more, such as 100"},
+	} {
+		for _, v := range tt.values {
+			_, err := Load(vars(map[string]string{name: v}))
+			assert.EqualError(t, err, fmt.Sprintf("envconfig: invalid %s=%q: %s", name, v, tt.want))
+			assert.ErrorIs(t, err, redlock.ErrInvalid)
+		}
+	}
+	_, err := Load(vars(map[string]string{VarTTL: "9300000000"}))
+	assert.EqualError(t, err, `envconfig: invalid LOCK_DISTRIBUTED_TTL="9300000000": want a positive whole number of seconds, such as 10 (at most 9223372036)`)
+	assert.ErrorIs(t, err, strconv.ErrRange)
+	_, err = Load(vars(map[string]string{VarRetryDelay: "99999999999999999999"}))
+	assert.ErrorContains(t, err, "want a whole number of milliseconds, 0 or more, such as 100 (at most 9223372036854)")
+	c, err := Load(vars(map[string]string{VarTTL: "9223372036", VarRetry: "0", VarRetryDelay: "0"}))
+	require.NoError(t, err)
+	assert.Equal(t, 9223372036*time.Second, c.TTL)
+}
+
 func TestConfigOpenRejectsBadConfig(t *testing.T) {
 	good := Config{Strategy: StrategyRetry, TTL: time.Second, Retries: 1, RetryDelay: time.Millisecond}
 	tests := map[string]func(*Config){
@@ -175,6 +238,83 @@ func TestConfigOpenRejectsBadConfig(t *testing.T) {
 	require.NoError(t, closer.Close())
 }
 
+// LOCK_DISTRIBUTED_NODES given while LOCK_DISTRIBUTED_ENABLED is not set
+// would lock nothing, silently (issue 41: two concurrent writes to one
+// record both ran). Open refuses it, naming the variable to set; Load
+// still reads it, for tools that only read the nodes.
+func TestConfigNodesWithoutEnabled(t *testing.T) {
+	nodes := "redis://:" + url.PathEscape(secret) + "@127.0.0.1:6379,redis://127.0.0.1:6380"
+	for _, env := range []map[string]string{
+		{VarNodes: nodes},
+		{VarNodes: nodes, VarEnabled: "  "}, // blank counts as unset
+	} {
+		c, err := Load(vars(env))
+		require.NoError(t, err)
+		assert.False(t, c.Enabled)
+		assert.Contains(t, c.String(), "not enabled: LOCK_DISTRIBUTED_ENABLED is not set, so Open refuses these nodes")
+		for _, open := range []func() (redlock.Locker, *Clients, error){
+			func() (redlock.Locker, *Clients, error) { return c.Open() },
+			func() (redlock.Locker, *Clients, error) { return c.OpenWith((&fakeLib{}).client()) },
+		} {
+			l, clients, err := open()
+			require.ErrorIs(t, err, redlock.ErrInvalid)
+			assert.Nil(t, l)
+			assert.Nil(t, clients)
+			var ee *Error
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, VarNodes, ee.Var)
+			assert.Contains(t, err.Error(), "set LOCK_DISTRIBUTED_ENABLED=true to lock through them, or LOCK_DISTRIBUTED_ENABLED=false to run without locking")
+			assertNoSecret(t, err)
+		}
+		// Enabling it, by the variable or by hand, opens it.
+		c.Enabled = true
+		_, clients, err := c.Open()
+		require.NoError(t, err)
+		assert.False(t, clients.Disabled())
+		require.NoError(t, clients.Close())
+	}
+
+	// Set explicitly to false, the nodes are the documented no-op, and
+	// Open says so.
+	c, err := Load(vars(map[string]string{VarNodes: nodes, VarEnabled: "false"}))
+	require.NoError(t, err)
+	l, clients, err := c.Open()
+	require.NoError(t, err)
+	assert.True(t, clients.Disabled())
+	assert.True(t, strings.HasPrefix(clients.String(), Disabled+";"), clients.String())
+	assert.True(t, strings.HasPrefix(fmt.Sprintf("%v", clients), "disabled: every lock is granted without Redis;"))
+	a, err := l.Lock(t.Context(), "k")
+	require.NoError(t, err)
+	b, err := l.Lock(t.Context(), "k")
+	require.NoError(t, err, "no exclusion: that is what disabled means")
+	require.NoError(t, a.Unlock(t.Context()))
+	require.NoError(t, b.Unlock(t.Context()))
+	require.NoError(t, clients.Close())
+
+	// A Config built by hand says what it means: Enabled false is the no-op.
+	_, clients, err = Config{Strategy: StrategyRetry, TTL: time.Second, Nodes: []string{"redis://127.0.0.1:6379"}}.Open()
+	require.NoError(t, err)
+	assert.True(t, clients.Disabled())
+}
+
+// Clients print the Config they were opened from, secrets masked, with
+// every verb and slog; never a client's options.
+func TestClientsPrinting(t *testing.T) {
+	c := Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second,
+		Nodes: []string{"redis://alice:" + url.PathEscape(secret) + "@127.0.0.1:6379"}}
+	_, clients, err := c.Open()
+	require.NoError(t, err)
+	defer clients.Close()
+	assert.False(t, clients.Disabled())
+	assert.Equal(t, c.String(), clients.String())
+	assert.Equal(t, fmt.Sprintf("%+v", c), fmt.Sprintf("%+v", clients))
+	assert.Equal(t, "&envconfig.Clients{Config:"+c.GoString()+"}", fmt.Sprintf("%#v", clients))
+	assertNoSecret(t, clients, "pa55", "w0rd", "alice")
+	var nilClients *Clients
+	assert.NoError(t, nilClients.Close())
+	assert.Equal(t, "<nil>", fmt.Sprint(nilClients))
+}
+
 // A disabled configuration needs no Redis and grants every lock, even
 // many at once on one key: the application runs unchanged.
 func TestConfigDisabledGrantsEverything(t *testing.T) {
@@ -183,7 +323,6 @@ func TestConfigDisabledGrantsEverything(t *testing.T) {
 	l, closer, err := c.Open()
 	require.NoError(t, err)
 	defer closer.Close()
-	assert.IsType(t, &redlock.Single{}, l)
 
 	const n = 20
 	locks := make([]*redlock.Lock, n)
@@ -261,31 +400,38 @@ func TestConfigStrategyReachesLocker(t *testing.T) {
 	node := "redis://" + srv.Addr()
 	srv.Set("k", "someone else")
 
-	clk := newFakeClock()
+	var attempts atomic.Int32
+	count := redlock.WithObserver(func(e redlock.Event) {
+		if e.Kind == redlock.EventContention {
+			attempts.Add(1)
+		}
+	})
 	c, err := Load(vars(map[string]string{VarEnabled: "true", VarNodes: node, VarRetry: "4", VarRetryDelay: "30", VarTTL: "7"}))
 	require.NoError(t, err)
-	l, closer, err := c.Open(redlock.WithClock(clk))
+	l, closer, err := c.Open(count, redlock.WithHandoff(false))
 	require.NoError(t, err)
 	defer closer.Close()
+	start := time.Now()
 	_, err = l.Lock(t.Context(), "k")
 	assert.ErrorIs(t, err, redlock.ErrTimeout)
-	assert.Equal(t, []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 240 * time.Millisecond}, clk.Delays())
+	assert.EqualValues(t, 5, attempts.Load(), "a first attempt and 4 retries")
+	assert.GreaterOrEqual(t, time.Since(start), (30+60+120+240)*time.Millisecond, "waits of 30 ms doubled")
 
 	lk, err := l.Lock(t.Context(), "other")
 	require.NoError(t, err)
 	assert.Equal(t, 7*time.Second, srv.TTL("other"), "TTL is in seconds")
 	require.NoError(t, lk.Unlock(t.Context()))
 
-	clk = newFakeClock()
+	attempts.Store(0)
 	c, err = Load(vars(map[string]string{VarEnabled: "true", VarNodes: node, VarStrategy: "reject", VarRetry: "4"}))
 	require.NoError(t, err)
-	l, closer2, err := c.Open(redlock.WithClock(clk))
+	l, closer2, err := c.Open(count)
 	require.NoError(t, err)
 	defer closer2.Close()
 	_, err = l.Lock(t.Context(), "k")
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.NotErrorIs(t, err, redlock.ErrTimeout, "reject makes one attempt")
-	assert.Empty(t, clk.Delays())
+	assert.EqualValues(t, 1, attempts.Load())
 }
 
 // An enabled configuration against real redis-server processes: one URL
@@ -307,7 +453,6 @@ func TestConfigEnabledRealNodes(t *testing.T) {
 			l, closer, err := c.Open()
 			require.NoError(t, err)
 			if n == 1 {
-				assert.IsType(t, &redlock.Single{}, l)
 			} else {
 				assert.IsType(t, &redlock.Redlock{}, l)
 			}
@@ -439,7 +584,8 @@ func TestConfigPrintingHidesPasswords(t *testing.T) {
 	assertNoSecret(t, &c, "pa55", "w0rd", "alice")
 	assert.Equal(t, orig, c.Nodes, "printing does not change the Config")
 
-	assert.Equal(t, "{true retry 10s 3 100ms [redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379] rueidis}", fmt.Sprint(c))
+	assert.Equal(t, "enabled: strategy retry, ttl 10s, retries 3, retry delay 100ms, client rueidis, "+
+		"nodes [redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379]", fmt.Sprint(c))
 	assert.Equal(t, "{Enabled:true Strategy:retry TTL:10s Retries:3 RetryDelay:100ms "+
 		"Nodes:[redis://xxxxx@10.0.0.1:6379/0 redis://xxxxx@10.0.0.2:6379 redis://10.0.0.3:6379] Client:rueidis}", fmt.Sprintf("%+v", c))
 	assert.Equal(t, `envconfig.Config{Enabled:true, Strategy:"retry", TTL:10000000000, Retries:3, RetryDelay:100000000, `+
@@ -448,6 +594,39 @@ func TestConfigPrintingHidesPasswords(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("lock config", "config", c)
 	assert.Contains(t, logs.String(), `"config":{"enabled":true,"strategy":"retry","ttl":10000000000,"retries":3,"retry_delay":100000000,`+
 		`"nodes":["redis://xxxxx@10.0.0.1:6379/0","redis://xxxxx@10.0.0.2:6379","redis://10.0.0.3:6379"],"client":"rueidis"}`)
+}
+
+// Every fmt verb prints a Config in a readable, safe form: %s and %v its
+// String (no %!s(bool=true)), %q quoted, %+v its fields by name, %#v Go
+// syntax; a verb that does not apply says so, with String.
+func TestConfigPrintsWithEveryVerb(t *testing.T) {
+	c := Config{Enabled: true, Strategy: StrategyReject, TTL: 30 * time.Second, Retries: 2, RetryDelay: 50 * time.Millisecond,
+		Nodes: []string{"redis://:" + url.PathEscape(secret) + "@10.0.0.1:6379", "redis://10.0.0.2:6379?password=" + secret}, Client: ClientGoRedis}
+	const want = "enabled: strategy reject, ttl 30s, retries 2, retry delay 50ms, client go-redis, " +
+		"nodes [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379?password=xxxxx]"
+	assert.Equal(t, want, c.String())
+	for verb, out := range map[string]string{
+		"%s":   want,
+		"%v":   want,
+		"%q":   strconv.Quote(want),
+		"%x":   fmt.Sprintf("%x", want),
+		"%+v":  "{Enabled:true Strategy:reject TTL:30s Retries:2 RetryDelay:50ms Nodes:[redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379?password=xxxxx] Client:go-redis}",
+		"%#v":  `envconfig.Config{Enabled:true, Strategy:"reject", TTL:30000000000, Retries:2, RetryDelay:50000000, Nodes:[]string{"redis://xxxxx@10.0.0.1:6379", "redis://10.0.0.2:6379?password=xxxxx"}, Client:"go-redis"}`,
+		"%d":   "%!d(envconfig.Config=" + want + ")",
+		"%.7s": "enabled",
+	} {
+		assert.Equal(t, out, fmt.Sprintf(verb, c), verb)
+		assert.Equal(t, out, fmt.Sprintf(verb, &c), "%s of a *Config", verb)
+		assert.NotContains(t, fmt.Sprintf(verb, c), "%!s", verb)
+	}
+	assertNoSecret(t, c)
+
+	// Disabled says so first: every lock is granted, nothing is excluded.
+	c.Enabled, c.Client = false, ""
+	assert.Equal(t, "disabled: every lock is granted without Redis; strategy reject, ttl 30s, retries 2, retry delay 50ms, client go-redis, "+
+		"nodes [redis://xxxxx@10.0.0.1:6379 redis://10.0.0.2:6379?password=xxxxx]", fmt.Sprintf("%s", c))
+	assert.Equal(t, "disabled: every lock is granted without Redis; strategy , ttl 0s, retries 0, retry delay 0s, client go-redis, nodes []",
+		Config{}.String())
 }
 
 // Nodes with a password that the server refuses: the Lock error and
@@ -463,11 +642,11 @@ func TestNodeErrorsHidePasswords(t *testing.T) {
 	var mu sync.Mutex
 	var events []redlock.Event
 	logger := redlock.SlogObserver(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := redlock.Observer(func(e redlock.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, e)
-		logger.Observe(e)
+		logger(e)
 	})
 	for i, a := range addrs {
 		cfg := Config{Enabled: true, Strategy: StrategyReject, TTL: time.Second,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
@@ -13,13 +14,19 @@ import (
 // An application reads its locker from the environment (and optional .env
 // files) once at start-up, and closes the Redis clients when it stops.
 func ExampleOpen() {
-	locker, closer, err := envconfig.Open() // or Open(".env"), Open("config/production.env")
+	locker, clients, err := envconfig.Open() // or Open(".env"), Open("config/production.env")
 	if err != nil {
 		log.Fatal(err) // e.g. envconfig: invalid LOCK_DISTRIBUTED_TTL="ten": ...
 	}
-	defer closer.Close()
+	defer clients.Close()
+	log.Printf("locking: %v", clients) // says "disabled: every lock is granted without Redis" when it is
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := clients.Ping(ctx); err != nil { // a node that does not answer fails the start
+		log.Fatal(err) // e.g. envconfig: node "redis://xxxxx@10.0.0.1:6379": connection refused: ...
+	}
 
-	lock, err := locker.Lock(context.Background(), "order:1234")
+	lock, err := locker.Lock(ctx, "order:1234")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,19 +57,34 @@ func ExampleLoad() {
 }
 
 // Disabled (the default), the locker grants every lock without Redis, so
-// the same code runs on a laptop.
+// the same code runs on a laptop; the Clients say so.
 func ExampleConfig_Open_disabled() {
 	c, _ := envconfig.Load(func(string) (string, bool) { return "", false })
-	locker, closer, _ := c.Open()
-	defer closer.Close()
+	locker, clients, _ := c.Open()
+	defer clients.Close()
+	fmt.Println(clients.Disabled())
+	fmt.Println(clients)
 	ctx := context.Background()
 	a, errA := locker.Lock(ctx, "supplier:abc")
 	b, errB := locker.Lock(ctx, "supplier:abc")
 	fmt.Println(errA, errB)
 	fmt.Println(a.Unlock(ctx), b.Unlock(ctx))
 	// Output:
+	// true
+	// disabled: every lock is granted without Redis; strategy retry, ttl 10s, retries 3, retry delay 100ms, client go-redis, nodes []
 	// <nil> <nil>
 	// <nil> <nil>
+}
+
+// Nodes without LOCK_DISTRIBUTED_ENABLED would lock nothing: Open refuses
+// them and says which variable to set.
+func ExampleConfig_Open_nodesWithoutEnabled() {
+	env := map[string]string{"LOCK_DISTRIBUTED_NODES": "redis://10.0.0.1:6379"}
+	c, _ := envconfig.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	_, _, err := c.Open()
+	fmt.Println(err)
+	// Output:
+	// envconfig: invalid LOCK_DISTRIBUTED_NODES="redis://10.0.0.1:6379": LOCK_DISTRIBUTED_ENABLED is not set, so these nodes would lock nothing: set LOCK_DISTRIBUTED_ENABLED=true to lock through them, or LOCK_DISTRIBUTED_ENABLED=false to run without locking (every lock granted, no mutual exclusion)
 }
 
 // Errors and printed Configs are safe to log: the user info of every URL

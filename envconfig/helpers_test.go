@@ -46,3 +46,8 @@ func (c *fakeClock) Delays() []time.Duration {
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.delays...)
 }
+
+// closeFunc is an io.Closer that calls itself.
+type closeFunc func() error
+
+func (f closeFunc) Close() error { return f() }

@@ -79,7 +79,7 @@ func splitReplicaAck(u string) (rest string, ack replicaAck, err error) {
 // parseReplicaAck checks the replica_ack parameters found in the URL u,
 // raw (still %-escaped) values by name.
 func parseReplicaAck(u string, found map[string][]string) (replicaAck, error) {
-	masked := redact.URLs(u)
+	masked := redact.Value(u)
 	bad := func(format string, args ...any) (replicaAck, error) {
 		return replicaAck{}, fmt.Errorf("%q: "+format, append([]any{masked}, args...)...)
 	}

@@ -25,8 +25,9 @@ import (
 // master and replicas, as in a redis:// or redis+cluster:// URL: sentinels
 // that require a password are not supported by this form (build the
 // client with redis.NewFailoverClient and goredis.WithFailover instead).
-// The username and password query parameters are refused, since a
-// password there would not be masked.
+// Query parameters that name credentials (username, password,
+// sentinel_password, ...) are refused, as in every node URL: the user info
+// is the one place for them.
 //
 // For example
 //
@@ -55,11 +56,6 @@ func sentinelOptions(u string) (o *redis.FailoverOptions, sentinel bool, err err
 		return nil, sentinel, err
 	}
 	q := k.u.Query()
-	for _, p := range []string{"username", "password"} {
-		if q.Has(p) {
-			return nil, true, k.errorf("query parameter %s: not supported (it would show in logs): put the master's user and password in the URL's user info", p)
-		}
-	}
 	if q.Get("master_name") == "" {
 		return nil, true, k.errorf("no master name: want %s://host1[:port][/db]?master_name=NAME[&addr=host2:port...]", k.scheme)
 	}

@@ -3,10 +3,12 @@ package goredis
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -32,14 +34,10 @@ const ackNodeTimeout = 2 * time.Second
 // acknowledged by a replica when opts say so. A test that freezes a
 // server loads cc's slot map first (owner does): loading it may ask the
 // frozen server, and wait for it until the call's deadline.
-func ackSingle(t *testing.T, cc *redis.ClusterClient, opts ...Option) *redlock.Single {
+func ackSingle(t *testing.T, cc *redis.ClusterClient, opts ...Option) *redlock.Redlock {
 	t.Helper()
-	g, err := New(cc, opts...)
-	require.NoError(t, err)
-	l, err := redlock.NewSingle(g, redlock.WithTTL(faultTTL), redlock.WithStrategy(redlock.Reject()),
+	return newSingle(t, adapt(t, cc, opts...), redlock.WithTTL(faultTTL), redlock.WithStrategy(redlock.Reject()),
 		redlock.WithNodeTimeout(ackNodeTimeout))
-	require.NoError(t, err)
-	return l
 }
 
 // ackFailed reports whether err is a QuorumError whose one node failed for
@@ -50,43 +48,51 @@ func ackFailed(err error) bool {
 }
 
 // TestClusterReplicaAckHealthy: with the slot's replica healthy every
-// granting write of a cluster node succeeds, and the replica has it the
-// moment the call returns (read at once, no polling: that is what WAIT
-// waited for). Keys of several slots, so that the writes reach every
-// master.
+// script call of a cluster node succeeds, its WAIT runs on the key's
+// master and nowhere else, and the replica has the writes the moment the
+// call returns (read at once, no polling: that is what WAIT waited for).
+// Keys of several slots, so that the writes reach every master.
 func TestClusterReplicaAckHealthy(t *testing.T) {
-	b, cc := clusterBackend(t, clusterAck)
+	b, cc := clusterNode(t, clusterAck)
+	assert.True(t, b.Info().ReplicaAck)
+	s := newSingle(t, b, redlock.WithFencing(), redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()),
+		redlock.WithNodeTimeout(ackNodeTimeout))
 	ctx, cancel := context.WithTimeout(context.Background(), watchdog)
 	defer cancel()
 	for i := range 3 {
 		key := "ack:{" + fresh("h") + "}"
-		_, replica := owner(t, cc, slot(key), true)
+		master, replica := owner(t, cc, hashslot.Of(key), true)
 		rep := readOnly(t, replica)
-
-		ok, err := b.Acquire(ctx, key, "t1", time.Minute)
+		_, err := b.Eval(ctx, counting, []string{key + ":warm"}) // the master knows the script: one WAIT per call
+		require.NoError(t, err)
+		waits, all := redistest.Calls(t, redistest.Client(t, master), "wait"), totalCalls(t, cc, "wait")
+		got, err := b.Eval(ctx, counting, []string{key + ":n"})
 		require.NoError(t, err, "key %d", i)
-		require.True(t, ok)
-		assert.Equal(t, "t1", rep.Get(ctx, key).Val(), "acquired: on the replica")
-		ok, err = b.Extend(ctx, key, "t1", 3*time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
-		assert.Greater(t, rep.PTTL(ctx, key).Val(), 2*time.Minute, "extended: on the replica")
-		ok, err = b.Release(ctx, key, "t1", false)
-		require.NoError(t, err)
-		require.True(t, ok)
+		assert.Equal(t, int64(1), got)
+		assert.Equal(t, waits+1, redistest.Calls(t, redistest.Client(t, master), "wait"), "WAIT on the key's master")
+		assert.Equal(t, all+1, totalCalls(t, cc, "wait"), "and nowhere else")
+		assert.Equal(t, "1", rep.Get(ctx, key+":n").Val(), "the script's write on the replica")
 
-		ok, fence, err := b.AcquireFenced(ctx, key, "t2", time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
-		assert.Equal(t, "t2", rep.Get(ctx, key).Val(), "acquired fenced: on the replica")
-		ok, err = b.RaiseFence(ctx, key, "t2", fence+5)
-		require.NoError(t, err)
-		require.True(t, ok)
-		assert.EqualValues(t, fence+5, must(rep.Get(ctx, key+fenceSuffix).Int64()), "fence raised: on the replica")
-		ok, err = b.Release(ctx, key, "t2", true)
-		require.NoError(t, err)
-		require.True(t, ok)
+		l, err := s.Lock(ctx, key)
+		require.NoError(t, err, "key %d", i)
+		assert.Equal(t, l.Token(), rep.Get(ctx, key).Val(), "acquired: on the replica")
+		assert.Equal(t, l.Fence(), must(rep.Get(ctx, key+fenceSuffix).Int64()), "the fence counter: on the replica")
+		require.NoError(t, l.Extend(ctx, 3*time.Minute))
+		assert.Greater(t, rep.PTTL(ctx, key).Val(), 2*time.Minute, "extended: on the replica")
+		require.NoError(t, l.Unlock(ctx))
+		assert.Zero(t, rep.Exists(ctx, key).Val(), "released: on the replica")
 	}
+}
+
+// totalCalls counts command over the cluster's masters (replicas run what
+// they replicate too).
+func totalCalls(t *testing.T, cc *redis.ClusterClient, command string) int {
+	var n atomic.Int64
+	require.NoError(t, cc.ForEachMaster(t.Context(), func(_ context.Context, c *redis.Client) error {
+		n.Add(int64(redistest.Calls(t, c, command)))
+		return nil
+	}))
+	return int(n.Load())
 }
 
 // must returns v, for reads whose error the assertion on v shows anyway.
@@ -103,7 +109,7 @@ func TestClusterReplicaAckFrozenReplica(t *testing.T) {
 	key := "frozen:{" + fresh("t") + "}"
 	cc := redistest.ClusterClient(t, c.Addrs()...)
 	a := ackSingle(t, cc, clusterAck)
-	master, replica := owner(t, cc, slot(key), true)
+	master, replica := owner(t, cc, hashslot.Of(key), true)
 
 	cutSlotReplication(t, processFaults{c}, master, replica)
 	_, err := a.Lock(ctx, key)
@@ -136,17 +142,14 @@ func TestClusterReplicaAckMovedIsNotResent(t *testing.T) {
 	ctx := t.Context()
 	key := "moved:{" + fresh("t") + "}"
 	cc := redistest.ClusterClient(t, c.Addrs()...)
-	g, err := New(cc, clusterAck)
-	require.NoError(t, err)
-	l, err := redlock.NewSingle(g, redlock.WithStrategy(redlock.Reject()), redlock.WithNodeTimeout(ackNodeTimeout))
-	require.NoError(t, err)
-	master, replica := owner(t, cc, slot(key), true) // loads cc's slot map
+	l := newSingle(t, adapt(t, cc, clusterAck), redlock.WithStrategy(redlock.Reject()), redlock.WithNodeTimeout(ackNodeTimeout))
+	master, replica := owner(t, cc, hashslot.Of(key), true) // loads cc's slot map
 
 	require.NoError(t, redistest.Client(t, replica).Do(ctx, "CLUSTER", "FAILOVER").Err())
 	waitRole(t, master, "slave")
 	waitRole(t, replica, "master")
 
-	_, err = l.Lock(ctx, key)
+	_, err := l.Lock(ctx, key)
 	require.ErrorIs(t, err, redlock.ErrUnavailable)
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
@@ -187,7 +190,7 @@ func TestClusterFailoverWithReplicaAckUnreplicated(t *testing.T) {
 	key := "unrep:{" + fresh("t") + "}"
 	cc := redistest.ClusterClient(t, c.Addrs()...)
 	a := ackSingle(t, cc, clusterAck)
-	master, replica := owner(t, cc, slot(key), true)
+	master, replica := owner(t, cc, hashslot.Of(key), true)
 
 	cutSlotReplication(t, processFaults{c}, master, replica)
 	la, err := a.Lock(ctx, key)
@@ -215,9 +218,10 @@ func TestClusterFailoverWithReplicaAckUnreplicated(t *testing.T) {
 
 // TestClusterFailoverWithReplicaAckKeepsTheLock: A's acknowledged lock is
 // on the replica when Lock returns; the master is killed and the replica
-// promoted, and B (acknowledged or not) is refused while A's lock is
-// valid. A's acknowledged extensions fail while the promoted master has
-// no replica; once the old master is back, as its replica, A extends and
+// promoted, and B is refused while A's lock is valid (acknowledged, its
+// vote fails first: the promoted master has no replica to acknowledge
+// even a refusal). A's acknowledged extensions fail while the promoted
+// master has no replica; once the old master is back, as its replica, A extends and
 // unlocks, and B gets the lock.
 func TestClusterFailoverWithReplicaAckKeepsTheLock(t *testing.T) {
 	c := faultCluster(t, 1, false)
@@ -225,7 +229,7 @@ func TestClusterFailoverWithReplicaAckKeepsTheLock(t *testing.T) {
 	key := "kept:{" + fresh("t") + "}"
 	cc := redistest.ClusterClient(t, c.Addrs()...)
 	a := ackSingle(t, cc, clusterAck)
-	master, replica := owner(t, cc, slot(key), true)
+	master, replica := owner(t, cc, hashslot.Of(key), true)
 
 	la, err := a.Lock(ctx, key)
 	require.NoError(t, err)
@@ -235,11 +239,17 @@ func TestClusterFailoverWithReplicaAckKeepsTheLock(t *testing.T) {
 	waitPromoted(t, processFaults{c}, replica, master)
 
 	bAck, b := ackSingle(t, redistest.ClusterClient(t, c.Addrs()...), clusterAck), ackSingle(t, redistest.ClusterClient(t, c.Addrs()...))
-	_, err = untilAnswered(t, "B's acknowledged Single", func() (*redlock.Lock, error) { return bAck.Lock(ctx, key) })
-	require.ErrorIs(t, err, redlock.ErrNotAcquired, "B finds A's key on the promoted replica")
 	_, err = untilAnswered(t, "B's Single", func() (*redlock.Lock, error) { return b.Lock(ctx, key) })
-	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "B finds A's key on the promoted replica")
+	// Every acknowledged call fails while the promoted master has no
+	// replica, a refusal too: B is not granted the lock either way.
+	eventually(t, 20*time.Second, "B's acknowledged Lock reaches the promoted master", func() bool {
+		_, err = bAck.Lock(ctx, key)
+		require.Error(t, err, "B is never granted A's lock")
+		return ackFailed(err)
+	})
 	require.True(t, time.Now().Before(la.Until()), "while A's lock is valid")
+	assert.Equal(t, la.Token(), rep.Get(ctx, key).Val(), "A's key untouched by B's attempts")
 
 	eventually(t, 20*time.Second, "A's extension reaches the promoted master", func() bool {
 		err := la.Extend(ctx, faultTTL)

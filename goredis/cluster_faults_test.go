@@ -3,11 +3,14 @@ package goredis
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -184,8 +187,8 @@ func untilAnswered(t *testing.T, what string, lock func() (*redlock.Lock, error)
 type failoverSetup struct {
 	c                  clusterFaults
 	single, redlockKey string // the keys (with a hash tag: used as is)
-	aSingle, aRedlock  redlock.Locker
-	bSingle, bRedlock  redlock.Locker
+	aSingle, aRedlock  *redlock.Redlock
+	bSingle, bRedlock  *redlock.Redlock
 	ccA                *redis.ClusterClient
 }
 
@@ -193,16 +196,11 @@ func newFailoverSetup(t *testing.T, c clusterFaults) *failoverSetup {
 	standalone := redistest.Start(t, 2).Addrs()
 	tag := fresh("fo")
 	f := &failoverSetup{c: c, single: "single:{" + tag + "}", redlockKey: "redlock:{" + tag + "}"}
-	lockers := func(cc *redis.ClusterClient) (redlock.Locker, redlock.Locker) {
-		g, err := New(cc)
-		require.NoError(t, err)
+	lockers := func(cc *redis.ClusterClient) (*redlock.Redlock, *redlock.Redlock) {
+		g := adapt(t, cc)
 		opts := []redlock.Option{redlock.WithTTL(faultTTL), redlock.WithStrategy(redlock.Reject())}
-		s, err := redlock.NewSingle(g, opts...)
-		require.NoError(t, err)
-		r, err := redlock.New([]redlock.Backend{g,
+		return newSingle(t, g, opts...), newRedlock(t, []driver.Node{g,
 			adapt(t, redistest.Client(t, standalone[0])), adapt(t, redistest.Client(t, standalone[1]))}, opts...)
-		require.NoError(t, err)
-		return s, r
 	}
 	f.ccA = redistest.ClusterClient(t, c.Addrs()...)
 	f.aSingle, f.aRedlock = lockers(f.ccA)
@@ -210,12 +208,13 @@ func newFailoverSetup(t *testing.T, c clusterFaults) *failoverSetup {
 	return f
 }
 
-// TestClusterFailoverReplicaHadTheKey is also the regression test of
-// clusterNode.failed: without the reload it asks for, B's and A's calls
-// kept going to the dead master for ClusterStateReloadInterval (60 s).
+// TestClusterFailoverReplicaHadTheKey is also the regression test of the
+// slot map reload after a failed call (Node.run): without it, B's and A's
+// calls kept going to the dead master for ClusterStateReloadInterval
+// (60 s).
 //
-// The master owning a held lock's
-// slot is killed after replication carried the key, and its replica is
+// The master owning a held lock's slot is killed after replication
+// carried the key, and its replica is
 // promoted. During the failover the holder's calls through the cluster
 // alone fail as ErrUnavailable (never ErrNotHeld), while the Redlock
 // extends on its standalone majority; afterwards the promoted replica
@@ -232,7 +231,7 @@ func clusterFailoverReplicaHadTheKey(t *testing.T, f *failoverSetup) {
 	lr, err := f.aRedlock.Lock(ctx, f.redlockKey)
 	require.NoError(t, err)
 
-	master, replica := owner(t, f.ccA, slot(f.single), true)
+	master, replica := owner(t, f.ccA, hashslot.Of(f.single), true)
 	require.NotEmpty(t, replica)
 	rep := readOnly(t, replica)
 	eventually(t, 10*time.Second, "the replica has both keys", func() bool {
@@ -294,7 +293,7 @@ func TestClusterFailoverLosesUnreplicatedKey(t *testing.T) {
 
 func clusterFailoverLosesUnreplicatedKey(t *testing.T, f *failoverSetup) {
 	ctx := t.Context()
-	master, replica := owner(t, f.ccA, slot(f.single), true)
+	master, replica := owner(t, f.ccA, hashslot.Of(f.single), true)
 	require.NotEmpty(t, replica)
 
 	cutSlotReplication(t, f.c, master, replica)
@@ -353,13 +352,10 @@ func TestClusterSlotMigratedWhileHeld(t *testing.T) {
 	c := faultCluster(t, 0, false)
 	ctx := t.Context()
 	key := "mig:{" + fresh("t") + "}"
-	s := slot(key)
-	single := func(st redlock.Strategy) redlock.Locker {
-		g, err := New(redistest.ClusterClient(t, c.Addrs()...))
-		require.NoError(t, err)
-		l, err := redlock.NewSingle(g, redlock.WithTTL(faultTTL), redlock.WithStrategy(st), redlock.WithFencing())
-		require.NoError(t, err)
-		return l
+	s := hashslot.Of(key)
+	single := func(st redlock.Strategy) *redlock.Redlock {
+		return newSingle(t, adapt(t, redistest.ClusterClient(t, c.Addrs()...)),
+			redlock.WithTTL(faultTTL), redlock.WithStrategy(st), redlock.WithFencing())
 	}
 	a, b := single(redlock.Reject()), single(redlock.Reject())
 	// The waiter's delays outlast the test: it can get the lock only when
@@ -392,7 +388,7 @@ func TestClusterSlotMigratedWhileHeld(t *testing.T) {
 		l, err := waiter.Lock(ctx, key)
 		got <- result{l, err}
 	}()
-	channel := redlock.ReleaseChannel(key)
+	channel := releaseChannel(key)
 	eventually(t, 10*time.Second, "the waiter subscribed on the old owner", func() bool {
 		n, err := srcC.Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
 		return err == nil && len(n) == 2 && n[1] == int64(1)
@@ -434,7 +430,7 @@ func TestClusterSlotMigratedWhileHeld(t *testing.T) {
 		return err == nil && err2 == nil && len(n) == 2 && n[1] == int64(1) && len(m) == 2 && m[1] == int64(0)
 	})
 	assert.Equal(t, la.Token(), dstC.Get(ctx, key).Val(), "the lock key on the new owner")
-	assert.Equal(t, "1", dstC.Get(ctx, key+fenceSuffix).Val(), "its fence counter with it")
+	assert.Equal(t, strconv.FormatInt(la.Fence(), 10), dstC.Get(ctx, key+fenceSuffix).Val(), "its fence counter with it")
 
 	select {
 	case r := <-got:

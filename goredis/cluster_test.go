@@ -2,10 +2,7 @@ package goredis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,7 +10,8 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/driver"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/quorumlock/redlock/internal/locktest"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
@@ -22,16 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fresh returns a key of its own for a test, without a hash tag.
-func fresh(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + ":" + hex.EncodeToString(b[:])
-}
-
-// TestClusterSlotMatchesRedis: slot agrees with CLUSTER KEYSLOT.
+// TestClusterSlotMatchesRedis: the hash slots by which the node keeps one
+// sharded subscription per slot (internal/hashslot) agree with CLUSTER
+// KEYSLOT.
 func TestClusterSlotMatchesRedis(t *testing.T) {
-	_, cc := clusterBackend(t)
+	_, cc := clusterNode(t)
 	keys := []string{"", "a", "order:42", "{order:42}", "order:{42}:fence", "a{}b", "{}{x}", "x{y}z", "123456789", "über"}
 	for i := range 200 {
 		keys = append(keys, fresh(strconv.Itoa(i)))
@@ -39,112 +32,92 @@ func TestClusterSlotMatchesRedis(t *testing.T) {
 	for _, k := range keys {
 		want, err := cc.ClusterKeySlot(t.Context(), k).Result()
 		require.NoError(t, err)
-		assert.Equal(t, want, int64(slot(k)), "%q", k)
+		assert.Equal(t, want, int64(hashslot.Of(k)), "%q", k)
 	}
 }
 
 // TestClusterNodeName: one name per cluster, whatever the seeds' order
 // or repetitions, so a Redlock refuses two clients of one cluster.
 func TestClusterNodeName(t *testing.T) {
-	client := func(addrs ...string) redlock.Backend {
-		cc := redistest.ClusterClient(t, addrs...)
-		b, err := New(cc)
-		require.NoError(t, err)
-		return b
-	}
+	client := func(addrs ...string) *Node { return adapt(t, redistest.ClusterClient(t, addrs...)) }
 	a := client("127.0.0.1:7001", "127.0.0.1:7000", "127.0.0.1:7002")
 	b := client("127.0.0.1:7002", "127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7000")
-	assert.Equal(t, "cluster[127.0.0.1:7000 127.0.0.1:7001 127.0.0.1:7002]", a.Name())
-	assert.Equal(t, a.Name(), b.Name())
+	assert.Equal(t, driver.Info{Name: "cluster[127.0.0.1:7000 127.0.0.1:7001 127.0.0.1:7002]", Cluster: true}, a.Info())
+	assert.Equal(t, a.Info(), b.Info())
 	s := adapt(t, redistest.Client(t, "127.0.0.1:7100"))
-	_, err := redlock.New([]redlock.Backend{a, b, s})
+	_, err := redlock.New([]driver.Node{a, b, s})
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "two clients of one cluster are one node")
 }
 
-// TestClusterKeysOnTheWire: what a lock leaves on the cluster, for a key
-// with a tag and one without, and that the announcement is SPUBLISHed on
-// the channel of the key as the cluster sees it.
+// TestClusterKeysOnTheWire: what a lock leaves on the cluster through the
+// node, for a key with a tag and one without (wrapped in braces), and
+// that its release is SPUBLISHed on the channel of the key as the
+// cluster sees it.
 func TestClusterKeysOnTheWire(t *testing.T) {
-	g, cc := clusterBackend(t)
+	g, cc := clusterNode(t)
+	s := newSingle(t, g, redlock.WithFencing(), redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()))
 	ctx := t.Context()
 	untagged := fresh("wire")
 	tagged := "wire:{" + fresh("t") + "}"
 	for key, wire := range map[string]string{untagged: "{" + untagged + "}", tagged: tagged} {
-		ps := cc.SSubscribe(ctx, redlock.ReleaseChannel(wire))
+		ps := cc.SSubscribe(ctx, releaseChannel(wire))
 		_, err := ps.Receive(ctx) // the ssubscribe confirmation: active
 		require.NoError(t, err)
 
-		ok, fence, err := g.AcquireFenced(ctx, key, "tok-1", time.Minute)
+		l, err := s.Lock(ctx, key)
 		require.NoError(t, err)
-		require.True(t, ok)
-		assert.Equal(t, int64(1), fence)
-		assert.Equal(t, "tok-1", cc.Get(ctx, wire).Val(), "the lock key of %q on the cluster", key)
-		assert.Equal(t, "1", cc.Get(ctx, wire+fenceSuffix).Val(), "the fence counter of %q", key)
-		ok, err = g.RaiseFence(ctx, key, "tok-1", 7)
-		require.NoError(t, err)
-		require.True(t, ok)
-		assert.Equal(t, "7", cc.Get(ctx, wire+fenceSuffix).Val())
-		ok, err = g.Extend(ctx, key, "tok-1", 2*time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
+		assert.Positive(t, l.Fence())
+		assert.Equal(t, l.Token(), cc.Get(ctx, wire).Val(), "the lock key of %q on the cluster", key)
+		assert.Equal(t, strconv.FormatInt(l.Fence(), 10), cc.Get(ctx, wire+fenceSuffix).Val(), "the fence counter of %q", key)
+		if key == untagged {
+			assert.Zero(t, cc.Exists(ctx, key).Val(), "not the bare key")
+		}
+		require.NoError(t, l.Extend(ctx, 2*time.Minute))
 		assert.Greater(t, cc.PTTL(ctx, wire).Val(), time.Minute)
 
-		ok, err = g.Release(ctx, key, "tok-1", true)
-		require.NoError(t, err)
-		require.True(t, ok)
+		require.NoError(t, l.Unlock(ctx))
 		assert.Zero(t, cc.Exists(ctx, wire).Val())
 		msg, err := ps.ReceiveMessage(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, redlock.ReleaseChannel(wire), msg.Channel)
-		assert.Equal(t, "tok-1", msg.Payload)
+		assert.Equal(t, releaseChannel(wire), msg.Channel)
+		assert.Equal(t, l.Token(), msg.Payload)
 		require.NoError(t, ps.Close())
-
-		ok, err = g.Acquire(ctx, key, "tok-2", time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
-		assert.Equal(t, "tok-2", cc.Get(ctx, wire).Val())
-		ok, err = g.Release(ctx, key, "tok-2", false)
-		require.NoError(t, err)
-		require.True(t, ok)
 	}
 }
 
-// TestClusterRefusesKeys: a key whose names would land in different slots
-// is refused by every method before anything is sent, with ErrInvalid; a
-// Single over the node fails with it too.
+// TestClusterRefusesKeys: a key whose names would land in different
+// slots is refused before anything is sent, with ErrInvalid, by a Single
+// over the node and by a Redlock of it and two standalone masters (which
+// could grant it alone); Subscribe refuses channels of different slots,
+// and no channel at all.
 func TestClusterRefusesKeys(t *testing.T) {
-	g, _ := clusterBackend(t)
+	g, _ := clusterNode(t)
 	ctx := t.Context()
+	s := newSingle(t, g, redlock.WithStrategy(redlock.Reject()))
+	r := newRedlock(t, []driver.Node{g, standalone(t), standalone(t)}, redlock.WithStrategy(redlock.Reject()))
 	for _, key := range []string{"order:{}", "}order"} {
-		_, err := g.Acquire(ctx, key, "t", time.Second)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "Acquire %q", key)
-		_, _, err = g.AcquireFenced(ctx, key, "t", time.Second)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "AcquireFenced %q", key)
-		_, err = g.RaiseFence(ctx, key, "t", 3)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "RaiseFence %q", key)
-		_, err = g.Extend(ctx, key, "t", time.Second)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "Extend %q", key)
-		_, err = g.Release(ctx, key, "t", true)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "Release %q", key)
-		stop, err := g.Notify(ctx, key, func(string) {})
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "Notify %q", key)
-		assert.Nil(t, stop)
-
-		s, err := redlock.NewSingle(g, redlock.WithStrategy(redlock.Reject()))
-		require.NoError(t, err)
-		_, err = s.Lock(ctx, key)
+		_, err := s.Lock(ctx, key)
 		assert.ErrorIs(t, err, redlock.ErrInvalid, "Lock %q", key)
 		var qe *redlock.QuorumError
-		assert.False(t, errors.As(err, &qe), "refused before any round (KeyChecker)")
-
-		// In a Redlock with two standalone masters, which could grant it
-		// alone, the key is refused too: not a lock that has lost a node.
-		r, err := redlock.New([]redlock.Backend{g, standalone(t), standalone(t)}, redlock.WithStrategy(redlock.Reject()))
-		require.NoError(t, err)
+		assert.False(t, errors.As(err, &qe), "refused before any round")
+		_, err = s.Lock(ctx, key, redlock.WithFencing())
+		assert.ErrorIs(t, err, redlock.ErrInvalid, "a fenced Lock %q", key)
+		_, err = s.RLock(ctx, key)
+		assert.ErrorIs(t, err, redlock.ErrInvalid, "RLock %q", key)
 		assert.ErrorIs(t, r.Do(ctx, key, func(context.Context) error { return nil }), redlock.ErrInvalid, "Do %q", key)
 		_, err = r.Lock(ctx, key)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "Lock %q", key)
+		assert.ErrorIs(t, err, redlock.ErrInvalid, "a Redlock's Lock %q", key)
 	}
+	_, err := s.LockMany(ctx, []string{fresh("x"), fresh("y")})
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a set across slots")
+
+	stop, err := g.Subscribe(ctx, func(string) {}, releaseChannel("{a}"), releaseChannel("{b}"))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "channels of two slots")
+	assert.Nil(t, stop)
+	_, err = g.Subscribe(ctx, func(string) {})
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "no channel")
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	assert.Empty(t, g.hubs, "no subscription for a refused key")
 }
 
@@ -152,18 +125,18 @@ func TestClusterRefusesKeys(t *testing.T) {
 // on the master that owns the key, reaching its sharded subscribers, and
 // no PUBLISH, which a cluster would forward to every node: a plain
 // SUBSCRIBE on every server of the cluster hears nothing (and does hear a
-// PUBLISH, the control). Only the owner has the hub's SSUBSCRIBE.
+// PUBLISH, the control). Only the owner has the node's SSUBSCRIBE.
 func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 	cl := redisCluster(t)
-	g, cc := clusterBackend(t)
+	g, cc := clusterNode(t)
 	ctx := t.Context()
 	key := fresh("broadcast")
-	wire, channel := "{"+key+"}", redlock.ReleaseChannel("{"+key+"}")
+	wire, channel := "{"+key+"}", releaseChannel("{"+key+"}")
 	owner, err := cc.MasterForKey(ctx, wire)
 	require.NoError(t, err)
 
 	cb, got := testwait.Payloads()
-	stop, err := g.Notify(ctx, key, cb)
+	stop, err := g.Subscribe(ctx, cb, channel)
 	require.NoError(t, err)
 	defer stop()
 
@@ -196,13 +169,11 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 	}
 	require.Equal(t, 3, masters)
 
-	ok, err := g.Acquire(ctx, key, "tok-b", time.Minute)
+	s := newSingle(t, g, redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()))
+	l, err := s.Lock(ctx, key)
 	require.NoError(t, err)
-	require.True(t, ok)
-	ok, err = g.Release(ctx, key, "tok-b", true)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, "tok-b", testwait.Next(t, got), "the sharded subscriber hears the release")
+	require.NoError(t, l.Unlock(ctx))
+	assert.Equal(t, l.Token(), testwait.Next(t, got), "the sharded subscriber hears the release")
 
 	for addr := range publishes {
 		assert.Equal(t, publishes[addr], redistest.Calls(t, servers[addr], "publish"), "PUBLISH calls on %s", addr)
@@ -213,7 +184,7 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 		assert.Equal(t, want, redistest.Calls(t, servers[addr], "spublish"), "SPUBLISH calls on %s", addr)
 	}
 	for addr, ps := range plain {
-		msg, err := ps.ReceiveTimeout(ctx, backendtest.Quiet)
+		msg, err := ps.ReceiveTimeout(ctx, quiet)
 		assert.Error(t, err, "%s: a plain subscriber got %v", addr, msg)
 	}
 	// Control: a PUBLISH does reach the plain subscribers of every node.
@@ -226,7 +197,15 @@ func TestClusterReleaseDoesNotBroadcast(t *testing.T) {
 	}
 }
 
-// gatedPings holds the hub's PINGs until released, to show that Notify
+// slotHub returns the node's hub of channel's slot, as Subscribe would.
+func slotHub(t *testing.T, g *Node, channel string) *hub {
+	t.Helper()
+	h, err := g.hubFor([]string{channel})
+	require.NoError(t, err)
+	return h
+}
+
+// gatedPings holds the hub's PINGs until released, to show that Subscribe
 // waits for the PING written after SSUBSCRIBE, not for the subscription's
 // confirmation.
 type gatedPings struct {
@@ -244,16 +223,16 @@ func (p gatedPings) Ping(ctx context.Context, payload ...string) error {
 }
 
 // TestClusterActivationWaitsForPong: with the PING held back, the
-// SSUBSCRIBE is written and confirmed by the node, yet Notify does not
+// SSUBSCRIBE is written and confirmed by the node, yet Subscribe does not
 // return; once the PING is written and answered it does, and a release
 // made right then reaches the waiter.
 func TestClusterActivationWaitsForPong(t *testing.T) {
-	g, cc := clusterBackend(t)
+	g, cc := clusterNode(t)
 	key := fresh("activation")
 	wire := "{" + key + "}"
+	channel := releaseChannel(wire)
 	gate := make(chan struct{})
-	h := g.slotHub(slot(wire))
-	h.wrap = func(ps pubSub) pubSub { return gatedPings{ps, gate} }
+	slotHub(t, g, channel).wrap = func(ps pubSub) pubSub { return gatedPings{ps, gate} }
 
 	cb, got := testwait.Payloads()
 	type result struct {
@@ -262,45 +241,39 @@ func TestClusterActivationWaitsForPong(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		stop, err := g.Notify(t.Context(), key, cb)
+		stop, err := g.Subscribe(t.Context(), cb, channel)
 		done <- result{stop, err}
 	}()
 	owner, err := cc.MasterForKey(t.Context(), wire)
 	require.NoError(t, err)
-	numSub := func() int64 {
-		return owner.PubSubShardNumSub(t.Context(), redlock.ReleaseChannel(wire)).Val()[redlock.ReleaseChannel(wire)]
-	}
-	deadline := time.Now().Add(watchdog)
-	for numSub() != 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Equal(t, int64(1), numSub(), "the SSUBSCRIBE reached the owner")
+	testwait.Until(t, "the SSUBSCRIBE reached the owner", func() bool {
+		return owner.PubSubShardNumSub(t.Context(), channel).Val()[channel] == 1
+	})
 	select {
 	case r := <-done:
 		if r.stop != nil {
 			r.stop()
 		}
-		t.Fatalf("Notify returned (%v) before its PING was answered", r.err)
-	case <-time.After(backendtest.Quiet):
+		t.Fatalf("Subscribe returned (%v) before its PING was answered", r.err)
+	case <-time.After(quiet):
 	}
 	close(gate)
-	r := <-done
+	r := testwait.Next(t, done)
 	require.NoError(t, r.err)
 	defer r.stop()
-	ok, err := g.Acquire(t.Context(), key, "tok-a", time.Minute)
+	s := newSingle(t, g, redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()))
+	l, err := s.Lock(t.Context(), key)
 	require.NoError(t, err)
-	require.True(t, ok)
-	ok, err = g.Release(t.Context(), key, "tok-a", true)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, "tok-a", testwait.Next(t, got))
+	require.NoError(t, l.Unlock(t.Context()))
+	assert.Equal(t, l.Token(), testwait.Next(t, got))
 }
 
 // TestClusterActivationRace: on keys all over the cluster, a release made
-// as soon as Notify returns is heard, every time; keys of one slot share
-// a connection, and each slot has its own.
+// as soon as Subscribe returns is heard, every time; keys of one slot
+// share a hub, and each slot has its own.
 func TestClusterActivationRace(t *testing.T) {
-	g, _ := clusterBackend(t)
+	g, _ := clusterNode(t)
+	s := newSingle(t, g, redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()))
 	tag := fresh("shared")
 	var wg sync.WaitGroup
 	slots := map[uint16]bool{}
@@ -309,28 +282,26 @@ func TestClusterActivationRace(t *testing.T) {
 		if i%4 == 0 {
 			key = "race:{" + tag + "}:" + strconv.Itoa(i) // ten keys of one slot
 		}
-		k, err := clusterKey(key)
+		wire, err := hashslot.Key(key)
 		require.NoError(t, err)
-		slots[slot(k)] = true
+		slots[hashslot.Of(wire)] = true
 		wg.Go(func() {
 			cb, got := testwait.Payloads()
-			stop, err := g.Notify(t.Context(), key, cb)
+			stop, err := g.Subscribe(t.Context(), cb, releaseChannel(wire))
 			if !assert.NoError(t, err) {
 				return
 			}
 			defer stop()
-			tok := "tok-" + key
-			ok, err := g.Acquire(t.Context(), key, tok, time.Minute)
-			if assert.NoError(t, err) && assert.True(t, ok) {
-				ok, err = g.Release(t.Context(), key, tok, true)
-				assert.NoError(t, err)
-				assert.True(t, ok)
-				select {
-				case p := <-got:
-					assert.Equal(t, tok, p)
-				case <-time.After(watchdog):
-					t.Errorf("%s: the release right after Notify returned was missed", key)
-				}
+			l, err := s.Lock(t.Context(), key)
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.NoError(t, l.Unlock(t.Context()))
+			select {
+			case p := <-got:
+				assert.Equal(t, l.Token(), p)
+			case <-time.After(watchdog):
+				t.Errorf("%s: the release right after Subscribe returned was missed", key)
 			}
 		})
 	}
@@ -364,11 +335,11 @@ func (p movedPubSub) Subscribe(ctx context.Context, channels ...string) error {
 
 // TestClusterRefusedSubscription: an SSUBSCRIBE the node refuses (MOVED:
 // the slot is not the connection's master's, as after a migration) fails
-// Notify instead of being confirmed by the PING that follows it; the
+// Subscribe instead of being confirmed by the PING that follows it; the
 // hub reopens its connection (reopen), its other waiter stays subscribed,
-// and a new Notify of the same key subscribes again.
+// and a new Subscribe to the same channel subscribes again.
 func TestClusterRefusedSubscription(t *testing.T) {
-	g, cc := clusterBackend(t)
+	g, cc := clusterNode(t)
 	ctx := t.Context()
 	tag := fresh("moved")
 	first, second := "moved:{"+tag+"}:1", "moved:{"+tag+"}:2"
@@ -376,7 +347,7 @@ func TestClusterRefusedSubscription(t *testing.T) {
 	require.NoError(t, err)
 	var foreign string
 	for i := 0; foreign == ""; i++ {
-		ch := redlock.ReleaseChannel("{" + fresh(strconv.Itoa(i)) + "}")
+		ch := releaseChannel("{" + fresh(strconv.Itoa(i)) + "}")
 		m, err := cc.MasterForKey(ctx, ch)
 		require.NoError(t, err)
 		if m.Options().Addr != owner.Options().Addr {
@@ -384,50 +355,42 @@ func TestClusterRefusedSubscription(t *testing.T) {
 		}
 	}
 	armed := make(chan struct{})
-	h := g.slotHub(slot(first))
 	used := new(atomic.Bool) // once, also over the connection the hub reopens after MOVED
-	h.wrap = func(ps pubSub) pubSub { return movedPubSub{ps, armed, foreign, used} }
+	slotHub(t, g, releaseChannel(first)).wrap = func(ps pubSub) pubSub { return movedPubSub{ps, armed, foreign, used} }
 
 	cb1, got1 := testwait.Payloads()
-	stop1, err := g.Notify(ctx, first, cb1)
+	stop1, err := g.Subscribe(ctx, cb1, releaseChannel(first))
 	require.NoError(t, err)
 	defer stop1()
 	close(armed)
-	_, err = g.Notify(ctx, second, func(string) {})
-	require.Error(t, err, "Notify must fail when the node refused its SSUBSCRIBE")
+	_, err = g.Subscribe(ctx, func(string) {}, releaseChannel(second))
+	require.Error(t, err, "Subscribe must fail when the node refused its SSUBSCRIBE")
 	assert.Contains(t, err.Error(), "MOVED")
 
 	cb2, got2 := testwait.Payloads()
-	stop2, err := g.Notify(ctx, second, cb2) // subscribes again, for real
+	stop2, err := g.Subscribe(ctx, cb2, releaseChannel(second)) // subscribes again, for real
 	require.NoError(t, err)
 	defer stop2()
+	s := newSingle(t, g, redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Reject()))
 	for i, key := range []string{first, second} {
-		tok := fmt.Sprintf("tok-%d", i)
-		ok, err := g.Acquire(ctx, key, tok, time.Minute)
+		l, err := s.Lock(ctx, key)
 		require.NoError(t, err)
-		require.True(t, ok)
-		ok, err = g.Release(ctx, key, tok, true)
-		require.NoError(t, err)
-		require.True(t, ok)
+		require.NoError(t, l.Unlock(ctx))
 		got := []chan string{got1, got2}[i]
-		for p := testwait.Next(t, got); p != tok; p = testwait.Next(t, got) {
+		for p := testwait.Next(t, got); p != l.Token(); p = testwait.Next(t, got) {
 			assert.Empty(t, p, "only a resynchronisation's call may come first")
 		}
 	}
 }
 
-// silent hides a node's Notifier: its releases wake nobody.
-type silent struct {
-	redlock.Backend
-	redlock.Fencer
-}
+// silent hides a node's Subscriber: its releases wake nobody.
+type silent struct{ driver.Node }
 
-// mixed returns a Redlock's nodes: the shared cluster and two standalone
-// masters.
-func mixed(t *testing.T) (*clusterNode, []redlock.Backend) {
-	g, _ := clusterBackend(t)
-	s := redistest.Start(t, 2)
-	return g, []redlock.Backend{g, adapt(t, redistest.Client(t, s.Addrs()[0])), adapt(t, redistest.Client(t, s.Addrs()[1]))}
+// mixed returns a cluster node of the shared cluster, and a Redlock's
+// nodes: that node and two standalone masters.
+func mixed(t *testing.T) (*Node, []driver.Node) {
+	g, _ := clusterNode(t)
+	return g, append([]driver.Node{g}, serverNodes(t, 2)...)
 }
 
 // TestClusterInRedlockContention: goroutines increment a counter
@@ -437,9 +400,8 @@ func mixed(t *testing.T) (*clusterNode, []redlock.Backend) {
 // strictly from holder to holder.
 func TestClusterInRedlockContention(t *testing.T) {
 	_, nodes := mixed(t)
-	r, err := redlock.New(nodes, redlock.WithTTL(5*time.Second), redlock.WithFencing(),
+	r := newRedlock(t, nodes, redlock.WithTTL(5*time.Second), redlock.WithFencing(),
 		redlock.WithStrategy(redlock.Retry(60, 2*time.Millisecond)))
-	require.NoError(t, err)
 	for _, key := range []string{fresh("counter"), "counter:{" + fresh("t") + "}"} {
 		var fences []int64
 		locktest.Counter(t, r, key, 6, 15, func(l *redlock.Lock) { fences = append(fences, l.Fence()) })
@@ -451,52 +413,57 @@ func TestClusterInRedlockContention(t *testing.T) {
 	}
 }
 
-// TestClusterHandoff: a waiter whose next attempt is ten seconds away is
+// TestClusterHandoff: a waiter whose next attempt is an hour away is
 // woken by the release, heard over SSUBSCRIBE: over the cluster alone,
 // over a Redlock of the cluster and two masters, and over that Redlock
 // with the masters silent, so that only the cluster's announcement can
 // wake it.
 func TestClusterHandoff(t *testing.T) {
 	g, nodes := mixed(t)
-	for name, ns := range map[string][]redlock.Backend{
+	for name, ns := range map[string][]driver.Node{
 		"single":        {g},
 		"redlock":       nodes,
-		"redlock-quiet": {nodes[0], silent{nodes[1], nodes[1].(redlock.Fencer)}, silent{nodes[2], nodes[2].(redlock.Fencer)}},
+		"redlock-quiet": {nodes[0], silent{nodes[1]}, silent{nodes[2]}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var lk redlock.Locker
-			var err error
-			if len(ns) == 1 {
-				lk, err = redlock.NewSingle(ns[0], redlock.WithTTL(time.Minute))
-			} else {
-				lk, err = redlock.New(ns, redlock.WithTTL(time.Minute))
-			}
-			require.NoError(t, err)
+			var refused atomic.Int64
+			lk := newRedlock(t, ns, redlock.WithTTL(time.Minute), redlock.WithObserver(func(e redlock.Event) {
+				if e.Kind == redlock.EventContention {
+					refused.Add(1)
+				}
+			}))
 			key := fresh("handoff")
 			held, err := lk.Lock(t.Context(), key)
 			require.NoError(t, err)
-
-			type result struct {
-				l   *redlock.Lock
-				err error
-				at  time.Time
-			}
-			done := make(chan result, 1)
+			ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+			defer cancel()
+			done := make(chan error, 1)
 			go func() {
-				l, err := lk.Lock(t.Context(), key, redlock.WithStrategy(redlock.Retry(1, 10*time.Second)))
-				done <- result{l, err, time.Now()}
+				l, err := lk.Lock(ctx, key, redlock.WithStrategy(redlock.Retry(2, time.Hour)))
+				if err == nil {
+					err = l.Unlock(context.Background())
+				}
+				done <- err
 			}()
-			time.Sleep(300 * time.Millisecond) // the waiter has failed its first attempt and subscribed
-			released := time.Now()
+			// The first attempt, and the one made once subscribed.
+			testwait.Until(t, "two refused attempts", func() bool { return refused.Load() >= 2 })
 			require.NoError(t, held.Unlock(t.Context()))
-			select {
-			case r := <-done:
-				require.NoError(t, r.err)
-				require.NoError(t, r.l.Unlock(t.Context()))
-				assert.Less(t, r.at.Sub(released), 5*time.Second, "woken by the release, not by its backoff")
-			case <-time.After(9 * time.Second):
-				t.Fatal("the waiter slept through the release: the announcement did not wake it")
-			}
+			require.NoError(t, testwait.Next(t, done), "the waiter was woken by the release, not by its hour-long delay")
 		})
 	}
+}
+
+// TestClusterErrorReply: on a cluster an error reply is an error carrying
+// the node's text, the node works on after it, and a script given keys of
+// two slots is refused by the cluster (CROSSSLOT), not split.
+func TestClusterErrorReply(t *testing.T) {
+	g, _ := clusterNode(t)
+	key := "{" + fresh("err") + "}"
+	_, err := g.Eval(t.Context(), driver.NewScript("fail", `return redis.error_reply("MYCODE custom text")`), []string{key})
+	require.ErrorContains(t, err, "MYCODE custom text")
+	got, err := g.Eval(t.Context(), counting, []string{key})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), got)
+	_, err = g.Eval(t.Context(), driver.NewScript("cross", `return 1`), []string{"{a}", "{b}"})
+	assert.ErrorContains(t, err, "CROSSSLOT", "keys of two slots")
 }

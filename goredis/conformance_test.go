@@ -5,99 +5,85 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/driver/drivertest"
 	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
 
-// TestConformanceMiniredis runs the backend conformance suite against the
-// adapter over a fresh miniredis per check, behind a fault proxy: the
-// node's clock moves only by Elapse, and Stall holds the proxy's traffic.
-func TestConformanceMiniredis(t *testing.T) {
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
+// TestConformance runs the conformance suite of package driver against
+// the adapter: over miniredis behind a fault proxy (the node's clock moves
+// only by Elapse, and Stall holds the proxy's traffic), and over three
+// redis-servers, paused (SIGSTOP) to stall. The Redis Cluster and Sentinel
+// runs are TestConformanceCluster and TestConformanceSentinel.
+func TestConformance(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
 		m := miniredis.RunT(t)
 		p, err := faultproxy.New(m.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
-		return backendtest.Target{
-			Backend: backend(t, redistest.Client(t, p.Addr())),
-			Elapse:  m.FastForward,
-			Stall: func() func() {
-				p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
-				return func() { p.Set(faultproxy.Fault{Kind: faultproxy.Pass}) }
-			},
+		drivertest.Run(t, func(t *testing.T) drivertest.Target {
+			return drivertest.Target{
+				Node:   adapt(t, redistest.Client(t, p.Addr())),
+				Elapse: m.FastForward,
+				Stall: func() func() {
+					p.Set(faultproxy.Fault{Kind: faultproxy.Stall})
+					return func() { p.Set(faultproxy.Fault{Kind: faultproxy.Pass}) }
+				},
+			}
+		})
+	})
+	t.Run("servers", func(t *testing.T) {
+		c := redistest.Start(t, 3)
+		i := 0
+		drivertest.Run(t, func(t *testing.T) drivertest.Target {
+			s := c.Servers[i%3]
+			i++
+			return drivertest.Target{Node: adapt(t, redistest.Client(t, s.Addr())), Stall: pause(t, s)}
+		})
+	})
+}
+
+// pause returns a Stall that pauses servers (SIGSTOP), in order, and a
+// resume that resumes them all.
+func pause(t *testing.T, servers ...*redisserver.Server) func() func() {
+	return func() func() {
+		for _, s := range servers {
+			if err := s.Pause(); err != nil {
+				t.Fatal(err)
+			}
 		}
-	})
-}
-
-// TestConformanceRedisServer runs the suite against the adapter over one
-// real redis-server shared by every check (each uses keys of its own), on
-// real time, stalled with SIGSTOP: over the node's own connection, and
-// WithClientPool over the go-redis client's.
-func TestConformanceRedisServer(t *testing.T) {
-	s := redistest.Start(t, 1).Servers[0]
-	t.Run("Own", func(t *testing.T) { serverConformance(t, s) })
-	t.Run("ClientPool", func(t *testing.T) { serverConformance(t, s, WithClientPool()) })
-}
-
-func serverConformance(t *testing.T, s *redisserver.Server, opts ...Option) {
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		return backendtest.Target{
-			Backend: backend(t, redistest.Client(t, s.Addr()), opts...),
-			Stall: func() func() {
-				if err := s.Pause(); err != nil {
-					t.Fatal(err)
+		return func() {
+			for _, s := range servers {
+				if err := s.Resume(); err != nil {
+					t.Error(err)
 				}
-				return func() {
-					if err := s.Resume(); err != nil {
-						t.Error(err)
-					}
-				}
-			},
+			}
 		}
-	})
+	}
 }
 
-// TestConformanceRedisCluster runs the suite against the adapter over a
-// Redis Cluster of three masters with a replica each, shared by every
-// check, as one node. The suite's keys carry hash tags of random text, so
-// its checks land on every master. Stall pauses every server of the
-// cluster (SIGSTOP): the node, the whole cluster, stops answering, for
-// far less than the cluster's node timeout (15 s), so no replica takes
-// over. ReplicaAck runs it again with every granting write acknowledged
-// by the slot's replica: a grant then returns a replica's round trip
-// after the key's TTL started, so its expiry checks get a longer TTL.
-func TestConformanceRedisCluster(t *testing.T) {
-	t.Run("Plain", func(t *testing.T) { clusterConformance(t, 0) })
-	t.Run("ReplicaAck", func(t *testing.T) {
-		clusterConformance(t, 300*time.Millisecond, WithReplicaAck(1, time.Second))
-	})
-}
-
-func clusterConformance(t *testing.T, ttl time.Duration, opts ...Option) {
+// TestConformanceCluster runs the suite against the adapter over a Redis
+// Cluster of three masters with a replica each, shared by every check, as
+// one node. The suite's keys carry hash tags of random text, so its
+// checks land on every master. Stall pauses every server of the cluster:
+// the node, the whole cluster, stops answering, for far less than the
+// cluster's node timeout (15 s), so no replica takes over. ReplicaAck
+// runs it again with every script call acknowledged by the slot's
+// replica.
+func TestConformanceCluster(t *testing.T) {
 	cl := redisCluster(t)
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		b, _ := clusterBackend(t, opts...)
-		return backendtest.Target{
-			Backend: b,
-			TTL:     ttl,
-			Stall: func() func() {
-				for _, s := range cl.Servers {
-					if err := s.Pause(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return func() {
-					for _, s := range cl.Servers {
-						if err := s.Resume(); err != nil {
-							t.Error(err)
-						}
-					}
-				}
-			},
-		}
-	})
+	for name, opts := range map[string][]Option{
+		"Plain":      nil,
+		"ReplicaAck": {WithReplicaAck(1, time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			drivertest.Run(t, func(t *testing.T) drivertest.Target {
+				n, _ := clusterNode(t, opts...)
+				return drivertest.Target{Node: n, Stall: pause(t, cl.Servers...)}
+			})
+		})
+	}
 }

@@ -6,27 +6,21 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // TestClusterElection: an election over the cluster alone and over a
 // Redlock of the cluster and two masters, on a name without a hash tag
-// (the cluster node wraps it, and Peek reads the same slot): Leader reads
+// (wrapped in braces on the cluster, where Leader reads the same slot): Leader reads
 // the leader and its term, and a resignation hands over to a waiting
 // campaign with a higher term.
 func TestClusterElection(t *testing.T) {
 	g, nodes := mixed(t)
-	for name, ns := range map[string][]redlock.Backend{"single": {g}, "redlock": nodes} {
+	for name, ns := range map[string][]driver.Node{"single": {g}, "redlock": nodes} {
 		t.Run(name, func(t *testing.T) {
-			var lk redlock.Locker
-			var err error
-			if len(ns) == 1 {
-				lk, err = redlock.NewSingle(ns[0])
-			} else {
-				lk, err = redlock.New(ns)
-			}
-			require.NoError(t, err)
+			lk := newRedlock(t, ns)
 			e, err := redlock.NewElection(lk, fresh("election"), redlock.WithTTL(time.Minute))
 			require.NoError(t, err)
 			a, err := e.Campaign(t.Context(), "a")

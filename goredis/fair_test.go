@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
@@ -13,7 +14,7 @@ import (
 )
 
 // A fair release whose queue's head is a waiter of the releasing Lock's
-// own locker hands it the key in its reply (redlock.GrantPending): the
+// own locker hands it the key in the script's reply: the
 // nodes publish nothing, and the waiter takes the granted lock without an
 // attempt of its own. A waiter of another locker (another process) is
 // announced its grant, as before.
@@ -31,27 +32,24 @@ func TestFairGrantWithinTheLocker(t *testing.T) {
 	// during an attempt is taken over by another one).
 	type testLocker struct {
 		*redlock.Redlock
-		nodes     []*wireNode
+		nodes     []*Node
 		contended chan struct{}
 	}
 	locker := func() *testLocker {
-		tl := &testLocker{nodes: make([]*wireNode, len(srv.Servers)), contended: make(chan struct{}, 16)}
-		observer := redlock.ObserverFunc(func(e redlock.Event) {
+		tl := &testLocker{nodes: make([]*Node, len(srv.Servers)), contended: make(chan struct{}, 16)}
+		observer := redlock.Observer(func(e redlock.Event) {
 			if e.Kind == redlock.EventContention && e.Key == key {
 				tl.contended <- struct{}{}
 			}
 		})
-		nodes := make([]redlock.Backend, len(srv.Servers))
+		nodes := make([]driver.Node, len(srv.Servers))
 		for i, s := range srv.Servers {
-			b, err := New(redistest.Client(t, s.Addr()))
-			require.NoError(t, err)
-			tl.nodes[i] = b.(*wireNode)
-			t.Cleanup(func() { _ = tl.nodes[i].Close() })
-			nodes[i] = b
+			tl.nodes[i] = adapt(t, redistest.Client(t, s.Addr()))
+			nodes[i] = tl.nodes[i]
 		}
 		// Delays far longer than the test: only the release can end the wait.
 		var err error
-		tl.Redlock, err = redlock.New(nodes, redlock.WithFairness(), redlock.WithTTL(30*time.Second),
+		tl.Redlock, err = redlock.New(nodes, redlock.WithFairness(true), redlock.WithTTL(30*time.Second),
 			redlock.WithStrategy(redlock.Retry(2, time.Minute)), redlock.WithObserver(observer))
 		require.NoError(t, err)
 		return tl

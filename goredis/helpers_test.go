@@ -2,20 +2,24 @@ package goredis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testenv"
-
 	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -66,47 +70,74 @@ func redisCluster(t testing.TB) *redisserver.Cluster {
 	return shared.c
 }
 
-// clusterBackend returns a cluster node (with opts) over a fresh client of
-// the shared cluster, seeded with its first server.
-func clusterBackend(t testing.TB, opts ...Option) (*clusterNode, *redis.ClusterClient) {
+// clusterNode returns a node (with opts) over a fresh client of the shared
+// cluster, seeded with its first server, and that client.
+func clusterNode(t testing.TB, opts ...Option) (*Node, *redis.ClusterClient) {
 	t.Helper()
 	cc := redistest.ClusterClient(t, redisCluster(t).Addrs()[0])
-	b, err := New(cc, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.(*clusterNode), cc
+	n := adapt(t, cc, opts...)
+	require.True(t, n.Info().Cluster, "a cluster client makes a cluster node")
+	return n, cc
 }
 
 const watchdog = testwait.Watchdog
 
-// adapt is New for a client the test knows to be valid, as the concrete
-// type, for tests that look inside the adapter.
-func adapt(t testing.TB, c redis.UniversalClient) *node {
+// adapt is New(c, opts...), failing t on error; the node is closed when t
+// ends (which ends its lingering subscriptions).
+func adapt(t testing.TB, c redis.UniversalClient, opts ...Option) *Node {
 	t.Helper()
-	switch b := backend(t, c).(type) {
-	case *wireNode:
-		return b.node
-	default:
-		return b.(*node)
-	}
-}
-
-// backend is New(c, opts...), failing t on error; a node of its own
-// connection is closed when t ends.
-func backend(t testing.TB, c redis.UniversalClient, opts ...Option) redlock.Backend {
-	t.Helper()
-	b, err := New(c, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cl, ok := b.(interface{ Close() error }); ok {
-		t.Cleanup(func() { _ = cl.Close() })
-	}
-	return b
+	n, err := New(c, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	return n
 }
 
 // standalone is a standalone master (miniredis) as a node.
-func standalone(t testing.TB) redlock.Backend {
+func standalone(t testing.TB) *Node {
 	return adapt(t, redistest.Client(t, miniredis.RunT(t).Addr()))
 }
+
+// serverNodes starts n redis-server processes and returns a node of each.
+func serverNodes(t *testing.T, n int) []driver.Node {
+	t.Helper()
+	nodes := make([]driver.Node, n)
+	for i, addr := range redistest.Start(t, n).Addrs() {
+		nodes[i] = adapt(t, redistest.Client(t, addr))
+	}
+	return nodes
+}
+
+func newSingle(t testing.TB, n driver.Node, opts ...redlock.Option) *redlock.Redlock {
+	t.Helper()
+	l, err := redlock.NewSingle(n, opts...)
+	require.NoError(t, err)
+	return l
+}
+
+func newRedlock(t testing.TB, nodes []driver.Node, opts ...redlock.Option) *redlock.Redlock {
+	t.Helper()
+	l, err := redlock.New(nodes, opts...)
+	require.NoError(t, err)
+	return l
+}
+
+// fresh returns a key of its own for a test, without a hash tag.
+func fresh(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + ":" + hex.EncodeToString(b[:])
+}
+
+// releaseChannel is the channel on which the core announces a release of
+// key as a node names it (on a cluster, an untagged key in braces).
+func releaseChannel(key string) string { return "redlock:released:" + key }
+
+// fenceSuffix ends the name of a key's fence counter.
+const fenceSuffix = ":fence"
+
+// counting is a script with a side effect to count its executions: it
+// increments KEYS[1] and returns the new value.
+var counting = driver.NewScript("counting", `return redis.call("incr", KEYS[1])`)
+
+// quiet is how long a test waits for something that must not happen.
+const quiet = 200 * time.Millisecond

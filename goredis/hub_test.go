@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
@@ -28,25 +29,28 @@ func proxied(t *testing.T, addr string) *faultproxy.Proxy {
 	return p
 }
 
-func numSub(m *miniredis.Miniredis, key string) int {
-	return m.PubSubNumSub(redlock.ReleaseChannel(key))[redlock.ReleaseChannel(key)]
+func numSub(m *miniredis.Miniredis, channel string) int {
+	return m.PubSubNumSub(channel)[channel]
 }
 
-// TestHubPayloadReachesTheWaiter: the callback gets what was published.
+// TestHubPayloadReachesTheWaiter: the callback gets what was published,
+// on each of the channels of one Subscribe.
 func TestHubPayloadReachesTheWaiter(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := adapt(t, redistest.Client(t, m.Addr()))
 	cb, got := testwait.Payloads()
-	stop, err := g.Notify(t.Context(), "k", cb)
+	stop, err := g.Subscribe(t.Context(), cb, "k", "l")
 	require.NoError(t, err)
 	defer stop()
-	m.Publish(redlock.ReleaseChannel("k"), "token-1")
+	m.Publish("k", "token-1")
 	assert.Equal(t, "token-1", testwait.Next(t, got))
+	m.Publish("l", "token-2")
+	assert.Equal(t, "token-2", testwait.Next(t, got))
 }
 
 // TestHubActivationIsExact: SUBSCRIBE c, UNSUBSCRIBE c (its only waiter
 // gave up), SUBSCRIBE c (a new waiter). The node's reply to the first
-// SUBSCRIBE must not make the new waiter's Notify return: the second
+// SUBSCRIBE must not make the new waiter's Subscribe return: the second
 // SUBSCRIBE has not reached the node yet, and a release now would be
 // missed. The proxy delays replies, then requests, to hold the three in
 // that order.
@@ -54,7 +58,7 @@ func TestHubActivationIsExact(t *testing.T) {
 	m := miniredis.RunT(t)
 	p := proxied(t, m.Addr())
 	g := adapt(t, redistest.Client(t, p.Addr()))
-	keep, err := g.Notify(t.Context(), "other", func(string) {}) // keeps the connection open
+	keep, err := g.Subscribe(t.Context(), func(string) {}, "other") // keeps the connection open
 	require.NoError(t, err)
 	defer keep()
 
@@ -63,7 +67,7 @@ func TestHubActivationIsExact(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
-		_, err := g.Notify(ctx1, "c", func(string) {})
+		_, err := g.Subscribe(ctx1, func(string) {}, "c")
 		first <- err
 	}()
 	testwait.Until(t, `numSub(m, "c") == 1`, func() bool { return numSub(m, "c") == 1 }) // SUBSCRIBE reached the node; its reply lags
@@ -73,13 +77,13 @@ func TestHubActivationIsExact(t *testing.T) {
 
 	p.Set(faultproxy.Fault{Kind: faultproxy.Late, Delay: 3 * slow, ReplyDelay: slow}) // the next SUBSCRIBE lags behind the first one's reply
 	cb, got := testwait.Payloads()
-	stop, err := g.Notify(t.Context(), "c", cb)
+	stop, err := g.Subscribe(t.Context(), cb, "c")
 	require.NoError(t, err)
 	defer stop()
-	assert.Equal(t, 1, numSub(m, "c"), "Notify returned before its SUBSCRIBE reached the node")
+	assert.Equal(t, 1, numSub(m, "c"), "Subscribe returned before its SUBSCRIBE reached the node")
 	p.Set(faultproxy.Fault{})
-	m.Publish(redlock.ReleaseChannel("c"), "after")
-	assert.Equal(t, "after", testwait.Next(t, got), "a release after Notify returned is not missed")
+	m.Publish("c", "after")
+	assert.Equal(t, "after", testwait.Next(t, got), "a release after Subscribe returned is not missed")
 }
 
 // stallingPubSub is a go-redis PubSub whose SUBSCRIBE of one channel hangs
@@ -104,11 +108,11 @@ func (s *stallingPubSub) Subscribe(ctx context.Context, channels ...string) erro
 
 // TestHubDispatchDoesNotWaitForWrites: while the SUBSCRIBE of one key
 // hangs, releases of another key are still dispatched, its waiter can
-// stop, and a third waiter's Notify returns by its own deadline.
+// stop, and a third waiter's Subscribe returns by its own deadline.
 func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := adapt(t, redistest.Client(t, m.Addr()))
-	stall := &stallingPubSub{channel: redlock.ReleaseChannel("b"), stuck: make(chan struct{}), release: make(chan struct{})}
+	stall := &stallingPubSub{channel: "b", stuck: make(chan struct{}), release: make(chan struct{})}
 	g.hub.wrap = func(ps pubSub) pubSub { stall.pubSub = ps; return stall }
 	released := false
 	defer func() {
@@ -118,33 +122,33 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	}()
 
 	cbA, gotA := testwait.Payloads()
-	stopA, err := g.Notify(t.Context(), "a", cbA)
+	stopA, err := g.Subscribe(t.Context(), cbA, "a")
 	require.NoError(t, err)
 
 	cbB, gotB := testwait.Payloads()
 	b := make(chan func(), 1)
 	go func() {
-		stop, err := g.Notify(t.Context(), "b", cbB)
+		stop, err := g.Subscribe(t.Context(), cbB, "b")
 		assert.NoError(t, err)
 		b <- stop
 	}()
 	<-stall.stuck
 
-	m.Publish(redlock.ReleaseChannel("a"), "to-a")
+	m.Publish("a", "to-a")
 	assert.Equal(t, "to-a", testwait.Next(t, gotA), "dispatch went on while b's SUBSCRIBE hung")
 
 	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	c := make(chan error, 1)
 	go func() {
-		_, err := g.Notify(short, "c", func(string) {})
+		_, err := g.Subscribe(short, func(string) {}, "c")
 		c <- err
 	}()
 	select {
 	case err := <-c:
-		assert.ErrorIs(t, err, context.DeadlineExceeded, "c's Notify ended at its own deadline")
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "c's Subscribe ended at its own deadline")
 	case <-time.After(watchdog):
-		t.Error("c's Notify did not return while b's SUBSCRIBE hung")
+		t.Error("c's Subscribe did not return while b's SUBSCRIBE hung")
 	}
 
 	stopped := make(chan struct{})
@@ -159,7 +163,7 @@ func TestHubDispatchDoesNotWaitForWrites(t *testing.T) {
 	released = true
 	stopB := <-b
 	defer stopB()
-	m.Publish(redlock.ReleaseChannel("b"), "to-b")
+	m.Publish("b", "to-b")
 	assert.Equal(t, "to-b", testwait.Next(t, gotB))
 }
 
@@ -175,30 +179,30 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 	direct := redistest.Client(t, srv.Servers[0].Addr())
 
 	cbX, gotX := testwait.Payloads()
-	stopX, err := g.Notify(t.Context(), "x", cbX)
+	stopX, err := g.Subscribe(t.Context(), cbX, "x")
 	require.NoError(t, err)
 	defer stopX()
 	cbY, gotY := testwait.Payloads()
-	stopY, err := g.Notify(t.Context(), "y", cbY)
+	stopY, err := g.Subscribe(t.Context(), cbY, "y")
 	require.NoError(t, err)
 	defer stopY()
 
 	p.Set(faultproxy.Fault{Kind: faultproxy.Cut})
 	testwait.Until(t, "the condition", func() bool {
-		n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x")).Result()
-		return err == nil && n[redlock.ReleaseChannel("x")] == 0
+		n, err := direct.PubSubNumSub(t.Context(), "x").Result()
+		return err == nil && n["x"] == 0
 	})
-	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "lost").Err())
+	require.NoError(t, direct.Publish(t.Context(), "x", "lost").Err())
 	p.Set(faultproxy.Fault{})
 
 	assert.Equal(t, "", testwait.Next(t, gotX), "x is told a release may have been missed")
-	n, err := direct.PubSubNumSub(t.Context(), redlock.ReleaseChannel("x"), redlock.ReleaseChannel("y")).Result()
+	n, err := direct.PubSubNumSub(t.Context(), "x", "y").Result()
 	require.NoError(t, err)
-	assert.Equal(t, map[string]int64{redlock.ReleaseChannel("x"): 1, redlock.ReleaseChannel("y"): 1}, n,
+	assert.Equal(t, map[string]int64{"x": 1, "y": 1}, n,
 		"only once resubscribed")
 	assert.Equal(t, "", testwait.Next(t, gotY), "so is every waiter")
 
-	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("x"), "again").Err())
+	require.NoError(t, direct.Publish(t.Context(), "x", "again").Err())
 	for {
 		if payload := testwait.Next(t, gotX); payload != "" { // another drop may add a "" or two
 			assert.Equal(t, "again", payload)
@@ -208,7 +212,7 @@ func TestHubReconnectTellsWaiters(t *testing.T) {
 }
 
 // TestHubRefusedSubscribe: a SUBSCRIBE the node refuses (an ACL user
-// without the channel) fails Notify. The PING written after it is still
+// without the channel) fails Subscribe. The PING written after it is still
 // answered, and must not confirm it: a waiter told that it is subscribed
 // would sleep through every release. Locks still work, the releases
 // unannounced.
@@ -221,16 +225,15 @@ func TestHubRefusedSubscribe(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	g := adapt(t, c)
 
-	stop, err := g.Notify(t.Context(), "k", func(string) {})
-	require.Error(t, err, "Notify must fail when the node refused the SUBSCRIBE")
+	stop, err := g.Subscribe(t.Context(), func(string) {}, "k")
+	require.Error(t, err, "Subscribe must fail when the node refused the SUBSCRIBE")
 	assert.Contains(t, err.Error(), "NOPERM")
 	assert.Nil(t, stop)
-	ok, err := g.Acquire(t.Context(), "k", "tok", time.Minute)
+	s := newSingle(t, g, redlock.WithStrategy(redlock.Reject()))
+	l, err := s.Lock(t.Context(), "k")
 	require.NoError(t, err)
-	require.True(t, ok)
-	ok, err = g.Release(t.Context(), "k", "tok", true)
-	require.NoError(t, err, "a refused PUBLISH does not fail the release")
-	assert.True(t, ok)
+	require.NoError(t, l.Unlock(t.Context()), "a refused PUBLISH does not fail the release")
+	assert.Zero(t, admin.Exists(t.Context(), "k").Val(), "released")
 }
 
 // TestDatabasesOfOneServer: databases of one server are one node, since
@@ -238,28 +241,31 @@ func TestHubRefusedSubscribe(t *testing.T) {
 // duplicates.
 func TestDatabasesOfOneServer(t *testing.T) {
 	m := miniredis.RunT(t)
-	db := func(n int) redlock.Backend {
+	db := func(n int) driver.Node {
 		c := redis.NewClient(&redis.Options{Addr: m.Addr(), DB: n, ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { c.Close() })
 		return adapt(t, c)
 	}
 	b0, b2 := db(0), db(2)
-	assert.Equal(t, m.Addr(), b0.Name())
-	assert.Equal(t, m.Addr(), b2.Name())
-	_, err := redlock.New([]redlock.Backend{b0, b2, db(3)})
+	assert.Equal(t, driver.Info{Name: m.Addr()}, b0.Info())
+	assert.Equal(t, driver.Info{Name: m.Addr()}, b2.Info())
+	_, err := redlock.New([]driver.Node{b0, b2, db(3)})
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "three databases of one server are not three independent masters")
 }
 
-// TestNewRefusesClientsItCannotBound: a nil client, and clients that
-// ignore context deadlines (a paused node would hold every call for the
+// TestNewRefusesClientsItCannotBound: a nil client, a nil option, a ring
+// client (its keys are spread over masters), and clients that ignore
+// context deadlines (a paused node would hold every call for the
 // client's ReadTimeout), of every kind go-redis has.
 func TestNewRefusesClientsItCannotBound(t *testing.T) {
 	m := miniredis.RunT(t)
 	plain := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
+	timedRing := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}, ContextTimeoutEnabled: true})
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
-	t.Cleanup(func() { plain.Close(); ring.Close(); cluster.Close() })
-	for name, c := range map[string]redis.UniversalClient{"nil": nil, "client": plain, "ring": ring, "cluster": cluster} {
+	t.Cleanup(func() { plain.Close(); ring.Close(); timedRing.Close(); cluster.Close() })
+	for name, c := range map[string]redis.UniversalClient{"nil": nil, "client": plain, "ring": ring,
+		"ring with timeouts": timedRing, "cluster": cluster} {
 		b, err := New(c)
 		assert.ErrorIs(t, err, redlock.ErrInvalid, name)
 		assert.Nil(t, b, name)
@@ -267,12 +273,20 @@ func TestNewRefusesClientsItCannotBound(t *testing.T) {
 	var nilClient *redis.Client
 	_, err := New(nilClient)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "a typed nil client")
+	var nilCluster *redis.ClusterClient
+	_, err = New(nilCluster)
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a typed nil cluster client")
+	_, err = New(redistest.Client(t, m.Addr()), nil)
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "a nil option")
+	n, err := New(redistest.Client(t, m.Addr()))
+	require.NoError(t, err, "a client that honours deadlines")
+	assert.Equal(t, driver.Info{Name: m.Addr()}, n.Info())
 }
 
-// TestNotifyStopsCleanly exercises the hub directly: subscriptions on
-// several keys, stops in any order, and a new subscription after the
-// connection was closed.
-func TestNotifyStopsCleanly(t *testing.T) {
+// TestSubscribeStopsCleanly exercises the hub directly: subscriptions on
+// several channels, stops in any order, a new subscription after the
+// connection was closed, and none with a done context.
+func TestSubscribeStopsCleanly(t *testing.T) {
 	m := miniredis.RunT(t)
 	g := adapt(t, redistest.Client(t, m.Addr()))
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
@@ -284,37 +298,30 @@ func TestNotifyStopsCleanly(t *testing.T) {
 			}
 		}
 	}
-	stopA, err := g.Notify(t.Context(), "a", to(a))
+	stopA, err := g.Subscribe(t.Context(), to(a), "a")
 	require.NoError(t, err)
-	stopB, err := g.Notify(t.Context(), "b", to(b))
+	stopB, err := g.Subscribe(t.Context(), to(b), "b")
 	require.NoError(t, err)
-	m.Publish(redlock.ReleaseChannel("a"), "")
+	m.Publish("a", "")
 	<-a
 	stopA()
-	testwait.Until(t, `m.PubSubNumSub(redlock.ReleaseChannel("a"))[redlock.ReleaseChannel("a")] == 0`, func() bool { return m.PubSubNumSub(redlock.ReleaseChannel("a"))[redlock.ReleaseChannel("a")] == 0 })
-	m.Publish(redlock.ReleaseChannel("b"), "")
+	testwait.Until(t, `m.PubSubNumSub("a")["a"] == 0`, func() bool { return m.PubSubNumSub("a")["a"] == 0 })
+	m.Publish("b", "")
 	<-b
 	stopB()
 	testwait.Until(t, `len(m.PubSubChannels("*")) == 0`, func() bool { return len(m.PubSubChannels("*")) == 0 })
 	stopB() // stop is idempotent
 
-	stopA, err = g.Notify(t.Context(), "a", to(a)) // a fresh connection
+	stopA, err = g.Subscribe(t.Context(), to(a), "a") // a fresh connection
 	require.NoError(t, err)
-	m.Publish(redlock.ReleaseChannel("a"), "")
+	m.Publish("a", "")
 	<-a
 	stopA()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err = g.Notify(ctx, "a", to(a))
+	_, err = g.Subscribe(ctx, to(a), "a")
 	assert.ErrorIs(t, err, context.Canceled)
-}
-
-// parked reports whether h has a connection parked.
-func parked(h *hub) bool {
-	h.idleMu.Lock()
-	defer h.idleMu.Unlock()
-	return h.idle != nil
 }
 
 // clients returns the server's connections by id, each as the fields of
@@ -348,60 +355,50 @@ func subscribers(t *testing.T, c *redis.Client) []string {
 	return ids
 }
 
-// ownNode returns a node with a connection of its own to a fresh
-// redis-server, whose subscription lingers for linger, and a client of
-// that server; the test closes the node.
-func ownNode(t *testing.T, linger time.Duration) (*wireNode, *redis.Client) {
+// lingerNode returns a node of a fresh redis-server whose subscription
+// lingers for linger, and a client of that server.
+func lingerNode(t *testing.T, linger time.Duration) (*Node, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t, 1)
 	direct := redistest.Client(t, srv.Servers[0].Addr())
-	b, err := New(redistest.Client(t, srv.Servers[0].Addr()))
-	require.NoError(t, err)
-	g := b.(*wireNode)
-	g.hub.core.Linger = linger // before the first Notify
+	g := adapt(t, redistest.Client(t, srv.Servers[0].Addr()))
+	g.hub.core.Linger = linger // before the first Subscribe
 	return g, direct
 }
 
-// waitOnK subscribes a waiter (wait i of a test) to k's releases on g,
-// and returns its stop, what it hears, and the id of the server's one
-// pub/sub connection.
-func waitOnK(t *testing.T, g *wireNode, direct *redis.Client, i int) (func(), chan string, string) {
+// waitOnK subscribes a waiter (wait i of a test) to channel k on g, and
+// returns its stop, what it hears, and the id of the server's one pub/sub
+// connection.
+func waitOnK(t *testing.T, g *Node, direct *redis.Client, i int) (func(), chan string, string) {
 	t.Helper()
 	cb, got := testwait.Payloads()
-	stop, err := g.Notify(t.Context(), "k", cb)
+	stop, err := g.Subscribe(t.Context(), cb, "k")
 	require.NoError(t, err)
 	subs := subscribers(t, direct)
 	require.Len(t, subs, 1, "wait %d: one pub/sub connection", i)
 	return stop, got, subs[0]
 }
 
-// TestHubParksItsConnection: once its subscription ends (at once here:
-// no linger), the node's pub/sub connection is parked (subscribed to
-// nothing, no goroutine reading it) instead of closed; the next waiter
-// subscribes on it, with no dial; the node's Close closes it.
-func TestHubParksItsConnection(t *testing.T) {
-	g, direct := ownNode(t, 0)
+// TestHubClosesItsConnection: without a linger, once the last waiter
+// leaves, the node's pub/sub connection is closed and no goroutine of the
+// hub is left; the next waiter has a connection of its own.
+func TestHubClosesItsConnection(t *testing.T) {
+	g, direct := lingerNode(t, 0)
 	base := runtime.NumGoroutine()
 
-	var first string
+	seen := map[string]bool{}
 	for i := range 3 {
 		stop, got, sub := waitOnK(t, g, direct, i)
-		if i == 0 {
-			first = sub
-		}
-		assert.Equal(t, first, sub, "wait %d uses the parked connection", i)
+		assert.False(t, seen[sub], "wait %d: a connection of its own", i)
+		seen[sub] = true
 		payload := fmt.Sprint("token-", i)
-		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
+		require.NoError(t, direct.Publish(t.Context(), "k", payload).Err())
 		assert.Equal(t, payload, testwait.Next(t, got))
 		stop()
-		testwait.Until(t, "the connection is parked", func() bool { return parked(&g.hub) })
-		testwait.Until(t, "no goroutine reads it", func() bool { return runtime.NumGoroutine() <= base })
-		assert.Empty(t, subscribers(t, direct), "parked, subscribed to nothing")
-		assert.Equal(t, "0", clients(t, direct)[first]["sub"], "parked, open")
+		assert.Nil(t, g.hub.core.Current(), "wait %d: no subscription once the last waiter left", i)
+		testwait.Until(t, "the connection is closed", func() bool { return clients(t, direct)[sub] == nil })
+		testwait.Until(t, "no goroutine of the hub left", func() bool { return runtime.NumGoroutine() <= base })
 	}
-
-	require.NoError(t, g.Close())
-	testwait.Until(t, "Close closed the parked connection", func() bool { return clients(t, direct)[first] == nil })
 }
 
 // TestHubLingers: the last waiter to leave leaves the subscription up,
@@ -410,7 +407,7 @@ func TestHubParksItsConnection(t *testing.T) {
 // and hears releases; the node's Close ends the lingering subscription,
 // its goroutines and its connection.
 func TestHubLingers(t *testing.T) {
-	g, direct := ownNode(t, time.Minute)
+	g, direct := lingerNode(t, time.Minute)
 	base := runtime.NumGoroutine()
 
 	var first string
@@ -424,7 +421,7 @@ func TestHubLingers(t *testing.T) {
 		}
 		assert.Equal(t, first, sub, "wait %d: the lingering subscription's connection", i)
 		payload := fmt.Sprint("token-", i)
-		require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), payload).Err())
+		require.NoError(t, direct.Publish(t.Context(), "k", payload).Err())
 		for p := testwait.Next(t, got); p != payload; p = testwait.Next(t, got) {
 			assert.Equal(t, fmt.Sprint("token-", i-1), p, "at most the release published before the wait")
 		}
@@ -452,15 +449,15 @@ func TestHubLingeringConnectionDropped(t *testing.T) {
 	srv := redistest.Start(t, 1)
 	direct := redistest.Client(t, srv.Servers[0].Addr())
 	g := adapt(t, redistest.Client(t, srv.Servers[0].Addr()))
-	g.hub.core.Linger = time.Minute // before the first Notify
-	stop, err := g.Notify(t.Context(), "k", func(string) {})
+	g.hub.core.Linger = time.Minute // before the first Subscribe
+	stop, err := g.Subscribe(t.Context(), func(string) {}, "k")
 	require.NoError(t, err)
 	subs := subscribers(t, direct)
 	require.Len(t, subs, 1)
 	stop()
 	require.NotNil(t, g.hub.core.Current(), "lingering")
 	cb, got := testwait.Payloads()
-	stop, err = g.Notify(t.Context(), "k", cb)
+	stop, err = g.Subscribe(t.Context(), cb, "k")
 	require.NoError(t, err)
 	defer stop()
 	n, err := direct.ClientKillByFilter(t.Context(), "ID", subs[0]).Result()
@@ -468,36 +465,6 @@ func TestHubLingeringConnectionDropped(t *testing.T) {
 	require.EqualValues(t, 1, n)
 	assert.Equal(t, "", testwait.Next(t, got), "the drop is told")
 	testwait.Until(t, "resubscribed", func() bool { return len(subscribers(t, direct)) == 1 })
-	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), "after").Err())
+	require.NoError(t, direct.Publish(t.Context(), "k", "after").Err())
 	assert.Equal(t, "after", testwait.Next(t, got))
-}
-
-// TestHubParkedConnectionDropped: a parked connection that the server
-// closed meanwhile (its timeout, a CLIENT KILL) is redialled by go-redis
-// for the next waiter, who is subscribed and hears releases.
-func TestHubParkedConnectionDropped(t *testing.T) {
-	srv := redistest.Start(t, 1)
-	direct := redistest.Client(t, srv.Servers[0].Addr())
-	g := adapt(t, redistest.Client(t, srv.Servers[0].Addr()))
-	stop, err := g.Notify(t.Context(), "k", func(string) {})
-	require.NoError(t, err)
-	subs := subscribers(t, direct)
-	require.Len(t, subs, 1)
-	stop()
-	testwait.Until(t, "the connection is parked", func() bool { return parked(&g.hub) })
-	n, err := direct.ClientKillByFilter(t.Context(), "ID", subs[0]).Result()
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
-
-	cb, got := testwait.Payloads()
-	stop, err = g.Notify(t.Context(), "k", cb)
-	require.NoError(t, err)
-	defer stop()
-	require.NoError(t, direct.Publish(t.Context(), redlock.ReleaseChannel("k"), "after").Err())
-	for {
-		if payload := testwait.Next(t, got); payload != "" { // "": the drop was noticed
-			assert.Equal(t, "after", payload)
-			break
-		}
-	}
 }

@@ -9,46 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// coalescer sends the commands that concurrent callers issue to one node as
-// pipelines: one round trip and one write for a whole batch, instead of one
-// per caller, which is what lets a Redlock serve many goroutines.
-//
-// Every caller is bounded by its own deadline, whoever else shares the
-// node. A caller that finds the node idle sends its command at once,
-// itself, on its own context, exactly as without coalescing. Callers that
-// arrive while a command is in flight queue up and wait for their result
-// or for their own context to end, whichever comes first: one that gives up
-// while queued is withdrawn and its command never sent; one that gives up
-// while its batch is in flight returns at once, its outcome unknown,
-// exactly as after a network timeout, and the batch carries on for the
-// others. Queued commands are sent by a sender goroutine, never by a
-// caller, so no caller waits for another's command.
-//
-// The sender goroutine's lifetime. It is started when a flight lands with
-// commands queued behind it, takes the whole queue as a batch, sends it,
-// wakes its callers, and repeats while commands queued up during the
-// flight; it returns as soon as a batch lands and the queue is empty. Each
-// batch runs on a context detached from its callers' cancellation (one
-// caller that gives up must not fail the others), bounded by the latest
-// of their deadlines, and cancelled as soon as every caller in it has
-// given up; a batch of one runs on its caller's own context. go-redis
-// bounds reads and writes by the context's deadline (the client must have
-// ContextTimeoutEnabled, which New checks), and dials and
-// waits for a pooled connection also by its cancellation. So the sender
-// ends within the deadline of the last command it carries: it outlives
-// the call that started it only while it sends commands of callers that
-// still wait, or that gave up while their batch was in flight, until that
-// batch's deadline. The lockers always give node calls a deadline (the
-// per-node timeout); a command without one is bounded only by the
-// client's ReadTimeout and WriteTimeout.
-//
-// The one trade-off is the caller alone: it is bounded by its deadline
-// but, like any go-redis call, by its cancellation only while dialling or
-// waiting for a connection, not while reading the reply. Handing its
-// command to a goroutine would honour cancellation there too, at the cost
-// of a goroutine start and a wake-up per command, which doubled the time
-// of a lone command on the test machine (35 µs to 75 µs against a local
-// redis-server); the per-node timeout bounds what it can cost.
+// coalescer sends the commands of concurrent callers to one node as
+// pipelines: a caller that finds the node idle sends at once; those that
+// come while a command is in flight queue up, and a sender goroutine sends
+// the queue as one batch when it lands. Each caller is bounded by its own
+// deadline: withdrawn while queued (never sent), or returning at once
+// while its batch flies (outcome unknown). A batch's context ends with the
+// latest deadline of its callers, or once all of them gave up.
 type coalescer struct {
 	c redis.UniversalClient
 
@@ -76,12 +43,8 @@ type flight struct {
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// process runs cmd on the node, batched with whatever else is waiting, and
-// returns cmd's error. A caller that sent cmd alone returns when go-redis
-// does. A queued caller whose ctx ends first returns ctx's error at once:
-// if cmd was still queued it is never sent; if it was in flight, its
-// outcome is unknown and it is still being written by the sender, so the
-// caller must not read it.
+// process runs cmd, batched with whatever else waits, and returns cmd's
+// error, or ctx's when it ended first (then cmd must not be read).
 func (q *coalescer) process(ctx context.Context, cmd redis.Cmder) error {
 	if err := ctx.Err(); err != nil {
 		return err // a caller that gave up sends nothing
@@ -140,8 +103,7 @@ func (q *coalescer) process(ctx context.Context, cmd redis.Cmder) error {
 	return ctx.Err()
 }
 
-// recycle returns the error of a call whose result the caller took (or
-// that was never sent) and puts the call back in the pool.
+// recycle returns w's error and puts w back in the pool.
 func (q *coalescer) recycle(w *call) error {
 	err := w.cmd.Err()
 	*w = call{done: w.done}
@@ -149,8 +111,7 @@ func (q *coalescer) recycle(w *call) error {
 	return err
 }
 
-// startSender, called with q.mu held and q.busy set, starts the sender
-// goroutine.
+// startSender starts the sender goroutine; q.mu is held, q.busy set.
 func (q *coalescer) startSender() {
 	if q.sender == nil {
 		q.sender = q.send
@@ -158,8 +119,7 @@ func (q *coalescer) startSender() {
 	go q.sender()
 }
 
-// send is the sender goroutine: it sends the queue as batches until a
-// batch lands with nothing queued behind it.
+// send sends the queue as batches until one lands with none behind it.
 func (q *coalescer) send() {
 	q.mu.Lock()
 	for len(q.queue) > 0 {
@@ -190,11 +150,8 @@ func (q *coalescer) send() {
 	q.mu.Unlock()
 }
 
-// takeOff, called with q.mu held, marks batch as in flight and returns the
-// context to send it on. A batch of one runs on its caller's context; a
-// larger one on a context detached from their cancellation, bounded by the
-// latest of their deadlines (none if one of them has none), which the last
-// caller to give up cancels.
+// takeOff marks batch as in flight (q.mu held) and returns its context:
+// its caller's for a batch of one, else batchContext's.
 func (q *coalescer) takeOff(batch []*call) (context.Context, *flight) {
 	if len(batch) == 1 {
 		batch[0].flight = &q.solo
@@ -208,6 +165,8 @@ func (q *coalescer) takeOff(batch []*call) (context.Context, *flight) {
 	return ctx, f
 }
 
+// batchContext is detached from the callers' cancellation and bounded by
+// their latest deadline (none if one has none).
 func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, w := range batch {

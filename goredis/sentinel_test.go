@@ -2,12 +2,14 @@ package goredis
 
 import (
 	"context"
-
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/driver"
+	"github.com/quorumlock/redlock/driver/drivertest"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -43,12 +45,10 @@ func (p processSentinel) resumeReplica(t *testing.T) { require.NoError(t, p.Data
 
 // failoverNode is a node over a fresh failover client of the topology's
 // master (another process, as far as the servers can tell).
-func failoverNode(t testing.TB, topo interface{ SentinelAddrs() []string }, opts ...Option) redlock.Backend {
+func failoverNode(t testing.TB, topo interface{ SentinelAddrs() []string }, opts ...Option) *Node {
 	t.Helper()
 	c := redistest.FailoverClient(t, topo.SentinelAddrs()...)
-	b, err := New(c, append([]Option{WithFailover(failoverOptions(topo.SentinelAddrs()...))}, opts...)...)
-	require.NoError(t, err)
-	return b
+	return adapt(t, c, append([]Option{WithFailover(failoverOptions(topo.SentinelAddrs()...))}, opts...)...)
 }
 
 func failoverOptions(addrs ...string) *redis.FailoverOptions {
@@ -65,17 +65,17 @@ func TestFailoverName(t *testing.T) {
 	_, err := New(c)
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "a failover client without WithFailover")
 
-	a, err := New(c, WithFailover(failoverOptions("127.0.0.1:2", "127.0.0.1:1")))
-	require.NoError(t, err)
-	assert.Equal(t, "sentinel[mymaster@127.0.0.1:1 127.0.0.1:2]", a.Name())
-	b, err := New(mk("127.0.0.1:1", "127.0.0.1:2"), WithFailover(failoverOptions("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1")))
-	require.NoError(t, err)
-	assert.Equal(t, a.Name(), b.Name(), "the same master and sentinels, listed in another order")
-	_, err = redlock.New([]redlock.Backend{a, b, standalone(t)})
+	a := adapt(t, c, WithFailover(failoverOptions("127.0.0.1:2", "127.0.0.1:1")))
+	assert.Equal(t, driver.Info{Name: "sentinel[mymaster@127.0.0.1:1 127.0.0.1:2]"}, a.Info())
+	b := adapt(t, mk("127.0.0.1:1", "127.0.0.1:2"), WithFailover(failoverOptions("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1")))
+	assert.Equal(t, a.Info(), b.Info(), "the same master and sentinels, listed in another order")
+	_, err = redlock.New([]driver.Node{a, b, standalone(t)})
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "two failover clients of one master are one node")
 
 	_, err = New(redistest.Client(t, "127.0.0.1:1"), WithFailover(failoverOptions("127.0.0.1:1")))
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "WithFailover for a plain client")
+	_, err = New(c, WithFailover(nil))
+	assert.ErrorIs(t, err, redlock.ErrInvalid, "WithFailover(nil)")
 	_, err = New(c, WithFailover(&redis.FailoverOptions{SentinelAddrs: []string{"127.0.0.1:1"}}))
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "no master name")
 	_, err = New(c, WithFailover(&redis.FailoverOptions{MasterName: "m"}))
@@ -96,56 +96,36 @@ func TestReplicaAckOptionChecks(t *testing.T) {
 	t.Cleanup(func() { ring.Close() })
 	_, err := New(ring, WithReplicaAck(1, time.Second))
 	assert.ErrorIs(t, err, redlock.ErrInvalid, "a ring client: which master's replicas?")
-	_, err = New(redistest.ClusterClient(t, "127.0.0.1:1"), WithReplicaAck(1, time.Second))
-	assert.NoError(t, err, "a cluster client: WAIT goes to the master of each key's slot")
-	_, err = New(c, WithReplicaAck(1, time.Second))
-	assert.NoError(t, err)
+	n := adapt(t, redistest.ClusterClient(t, "127.0.0.1:1"), WithReplicaAck(1, time.Second))
+	assert.Equal(t, driver.Info{Name: "cluster[127.0.0.1:1]", Cluster: true, ReplicaAck: true}, n.Info(),
+		"a cluster client: WAIT goes to the master of each key's slot")
+	n = adapt(t, c, WithReplicaAck(1, time.Second))
+	assert.Equal(t, driver.Info{Name: "127.0.0.1:1", ReplicaAck: true}, n.Info())
+	assert.False(t, adapt(t, c).Info().ReplicaAck)
 }
 
 // TestReplicaAckWithoutReplicas: on a master without replicas every
-// granting write is made but reported as ErrReplicaAck; a refusal is a
-// plain false, and a release needs no acknowledgement.
+// script call runs, and fails with ErrReplicaAck once its WAIT timed out;
+// a script's error reply is that error, not an acknowledgement failure. A
+// locker counts the node's vote as failed and rolls the acquisition back.
 func TestReplicaAckWithoutReplicas(t *testing.T) {
 	addr := redistest.Start(t, 1).Servers[0].Addr()
 	rc := redistest.Client(t, addr)
-	b, err := New(rc, WithReplicaAck(1, 20*time.Millisecond))
-	require.NoError(t, err)
+	b := adapt(t, rc, WithReplicaAck(1, 20*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), watchdog)
 	defer cancel()
-	ttl := time.Minute
 
-	ok, err := b.Acquire(ctx, "ack:a", "t1", ttl)
-	assert.False(t, ok)
-	assert.ErrorIs(t, err, ErrReplicaAck)
-	assert.Equal(t, "t1", rc.Get(ctx, "ack:a").Val(), "the write was made: the lockers roll it back")
+	for i := range 2 { // NOSCRIPT and EVAL, then EVALSHA
+		got, err := b.Eval(ctx, counting, []string{"ack:n"})
+		assert.ErrorIs(t, err, ErrReplicaAck, "call %d", i)
+		assert.Nil(t, got)
+		assert.Equal(t, strconv.Itoa(i+1), rc.Get(ctx, "ack:n").Val(), "the script ran, once per call")
+	}
+	_, err := b.Eval(ctx, driver.NewScript("fail", `return redis.error_reply("MYCODE refused")`), []string{"ack:e"})
+	require.ErrorContains(t, err, "MYCODE refused")
+	assert.NotErrorIs(t, err, ErrReplicaAck)
 
-	ok, err = b.Acquire(ctx, "ack:a", "t2", ttl)
-	assert.False(t, ok)
-	assert.NoError(t, err, "a key held by another is a refusal, not an acknowledgement failure")
-
-	ok, err = b.Extend(ctx, "ack:a", "t1", ttl)
-	assert.False(t, ok)
-	assert.ErrorIs(t, err, ErrReplicaAck)
-	ok, err = b.Extend(ctx, "ack:a", "t2", ttl)
-	assert.False(t, ok)
-	assert.NoError(t, err)
-
-	f := b.(redlock.Fencer)
-	ok, n, err := f.AcquireFenced(ctx, "ack:f", "t1", ttl)
-	assert.False(t, ok)
-	assert.Zero(t, n)
-	assert.ErrorIs(t, err, ErrReplicaAck)
-	ok, err = f.RaiseFence(ctx, "ack:f", "t1", 7)
-	assert.False(t, ok)
-	assert.ErrorIs(t, err, ErrReplicaAck)
-
-	ok, err = b.Release(ctx, "ack:a", "t1", true)
-	assert.True(t, ok)
-	assert.NoError(t, err)
-
-	// A locker counts the node as failed and rolls the acquisition back.
-	l, err := redlock.NewSingle(b, redlock.WithStrategy(redlock.Reject()))
-	require.NoError(t, err)
+	l := newSingle(t, b, redlock.WithStrategy(redlock.Reject()))
 	_, err = l.Lock(ctx, "ack:l")
 	assert.ErrorIs(t, err, redlock.ErrUnavailable)
 	assertAckFailed(t, err)
@@ -153,29 +133,15 @@ func TestReplicaAckWithoutReplicas(t *testing.T) {
 }
 
 // TestConformanceSentinel runs the suite against a failover client of the
-// sentinel topology, with every granting write acknowledged by the
-// replica. Stall pauses every process (sentinels first, so no failover
-// starts): the node stops answering.
+// sentinel topology, with every script call acknowledged by the replica.
+// Stall pauses every process (sentinels first, so no failover starts):
+// the node stops answering.
 func TestConformanceSentinel(t *testing.T) {
 	topo := redistest.StartSentinel(t)
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		return backendtest.Target{
-			Backend: failoverNode(t, topo, WithReplicaAck(1, time.Second)),
-			Stall: func() func() {
-				for i := len(topo.Servers) - 1; i >= 0; i-- {
-					if err := topo.Servers[i].Pause(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return func() {
-					for _, s := range topo.Servers {
-						if err := s.Resume(); err != nil {
-							t.Error(err)
-						}
-					}
-				}
-			},
-		}
+	stall := slices.Clone(topo.Servers)
+	slices.Reverse(stall)
+	drivertest.Run(t, func(t *testing.T) drivertest.Target {
+		return drivertest.Target{Node: failoverNode(t, topo, WithReplicaAck(1, time.Second)), Stall: pause(t, stall...)}
 	})
 }
 
@@ -191,11 +157,9 @@ func assertAckFailed(t *testing.T, err error) {
 
 // scenarioLocker is a Single over a fresh failover client: a long TTL, so
 // that the first holder's lock is still valid whatever the failover costs.
-func scenarioLocker(t *testing.T, topo sentinelFaults, opts ...Option) *redlock.Single {
-	l, err := redlock.NewSingle(failoverNode(t, topo, opts...), redlock.WithTTL(time.Minute),
+func scenarioLocker(t *testing.T, topo sentinelFaults, opts ...Option) *redlock.Redlock {
+	return newSingle(t, failoverNode(t, topo, opts...), redlock.WithTTL(time.Minute),
 		redlock.WithStrategy(redlock.Reject()), redlock.WithNodeTimeout(2*time.Second))
-	require.NoError(t, err)
-	return l
 }
 
 // cutReplication freezes the replica (SIGSTOP) and drops its replication
@@ -251,7 +215,8 @@ func sentinelFailoverWithoutReplicaAck(t *testing.T, start func(*testing.T) sent
 // is granted only once the replica has it. With replication cut, A is
 // refused (its vote fails, the write is rolled back) and no lock exists;
 // with the replica healthy, A's lock survives the master's death and the
-// replica's promotion, and B is refused while it is valid.
+// replica's promotion, and B is refused while it is valid (acknowledged,
+// its vote fails: the new master has no replica).
 func TestSentinelFailoverWithReplicaAck(t *testing.T) {
 	sentinelFailoverWithReplicaAck(t, startProcessSentinel)
 }
@@ -282,9 +247,16 @@ func sentinelFailoverWithReplicaAck(t *testing.T, start func(*testing.T) sentine
 		failover(t, ctx, topo)
 		assert.Equal(t, lockA.Token(), redistest.Client(t, topo.replicaAddr()).Get(ctx, "sentinel:k").Val(),
 			"the promoted replica has A's key")
-		b := scenarioLocker(t, topo, ack)
+		b := scenarioLocker(t, topo)
 		_, err = b.Lock(ctx, "sentinel:k")
 		assert.ErrorIs(t, err, redlock.ErrNotAcquired, "B finds A's key on the new master")
+		// The new master has no replica left: an acknowledged call fails,
+		// a refusal too, and B is not granted the lock either way.
+		bAck := scenarioLocker(t, topo, ack)
+		_, err = bAck.Lock(ctx, "sentinel:k")
+		assertAckFailed(t, err)
 		assert.True(t, time.Now().Before(lockA.Until()), "while A's lock is valid")
+		assert.Equal(t, lockA.Token(), redistest.Client(t, topo.replicaAddr()).Get(ctx, "sentinel:k").Val(),
+			"A's key untouched by B's attempts")
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/backendtest"
+	"github.com/quorumlock/redlock/driver/drivertest"
 	"github.com/quorumlock/redlock/internal/dockercluster"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -86,10 +86,8 @@ func TestDockerConformanceRedisCluster(t *testing.T) {
 	for _, addr := range c.Addrs() {
 		require.NoError(t, redistest.Client(t, addr).ConfigSet(t.Context(), "cluster-node-timeout", "15000").Err())
 	}
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		b, err := New(redistest.ClusterClient(t, c.Addrs()...))
-		require.NoError(t, err)
-		return backendtest.Target{Backend: b, Stall: stallAll(t, c.Compose)}
+	drivertest.Run(t, func(t *testing.T) drivertest.Target {
+		return drivertest.Target{Node: adapt(t, redistest.ClusterClient(t, c.Addrs()...)), Stall: stallAll(t, c.Compose)}
 	})
 }
 
@@ -105,10 +103,10 @@ func TestDockerConformanceSentinel(t *testing.T) {
 			"down-after-milliseconds", "15000").Err()
 		require.NoError(t, err)
 	}
-	backendtest.Run(t, func(t *testing.T) backendtest.Target {
-		return backendtest.Target{
-			Backend: failoverNode(t, composeSentinel{s}, WithReplicaAck(1, time.Second)),
-			Stall:   stallAll(t, s.Compose),
+	drivertest.Run(t, func(t *testing.T) drivertest.Target {
+		return drivertest.Target{
+			Node:  failoverNode(t, composeSentinel{s}, WithReplicaAck(1, time.Second)),
+			Stall: stallAll(t, s.Compose),
 		}
 	})
 }

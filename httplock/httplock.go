@@ -34,6 +34,17 @@
 //	                           handler wrote anything, or the middleware is
 //	                           misconfigured (ErrMisconfigured)
 //
+// # Failures of the lock service
+//
+// The response bodies say nothing of the nodes. What went wrong is told
+// to an ErrorHook instead, for every request the middleware answers with
+// 500 (the lock service unavailable, a lock lost or expired, a server
+// misconfiguration), also when the handler had started its response and
+// no error could be sent any more. The default, LogError, writes one
+// structured line to slog.Default(): the request, the lock keys, the
+// cause in a few words and each node that failed, node names and errors
+// with the secrets of any URL in them masked. WithErrorHook replaces it.
+//
 // # Fail closed
 //
 // A request whose method locks reaches the handler only inside the
@@ -149,8 +160,9 @@ var ErrMisconfigured = errors.New("httplock: misconfigured")
 // before writing a response. err matches redlock.ErrNotAcquired (the
 // record is busy), ErrBadRecord, ErrMisconfigured, redlock.ErrLockLost,
 // or anything else the locker returned (redlock.ErrUnavailable, usually).
-// WriteError is the default; a custom handler can log and then call it
-// (log ErrMisconfigured: it is a bug in the server, not the client).
+// WriteError is the default; a custom handler can set headers and then
+// call it. It need not log: the failures of the server are told to the
+// ErrorHook first (see LogError).
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // Middleware locks records around the handlers it wraps. Build it with New;
@@ -158,13 +170,14 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 type Middleware struct {
 	locker   redlock.Locker
 	record   RecordFunc
-	records  RecordsFunc             // NewMany: several records at once, through sets
-	sets     redlock.KeySetLocker    // NewMany's locker
-	rw       redlock.ReadWriteLocker // WithReadLocks: reads share, writes are writers
+	records  RecordsFunc    // NewMany: several records at once, through sets
+	sets     redlock.Locker // NewMany's locker
+	rw       redlock.Locker // WithReadLocks: reads share, writes are writers
 	keys     KeySpace
 	methods  map[string]bool // upper case; nil: every method but GET, HEAD, OPTIONS and POST
 	lockOpts []redlock.Option
 	onError  ErrorHandler
+	hook     ErrorHook
 }
 
 // An Option configures a Middleware.
@@ -222,6 +235,20 @@ func WithErrorHandler(h ErrorHandler) Option {
 	}
 }
 
+// WithErrorHook replaces LogError, the ErrorHook told of every failure of
+// the lock service; a nil hook is an error matching redlock.ErrInvalid. To
+// add to the log line rather than replace it, call LogError from the
+// hook.
+func WithErrorHook(h ErrorHook) Option {
+	return func(m *Middleware) error {
+		if h == nil {
+			return fmt.Errorf("%w: httplock: nil error hook", redlock.ErrInvalid)
+		}
+		m.hook = h
+		return nil
+	}
+}
+
 // New returns a Middleware that locks through locker the record that
 // record names. The locker is usually the one envconfig.Open returns;
 // when distributed locking is disabled there, every lock is granted and
@@ -240,6 +267,7 @@ func New(locker redlock.Locker, record RecordFunc, opts ...Option) (*Middleware,
 		locker:  locker,
 		record:  record,
 		onError: WriteError,
+		hook:    LogError,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -258,9 +286,9 @@ func New(locker redlock.Locker, record RecordFunc, opts ...Option) (*Middleware,
 // Once the handler has started a response, the status is its own: an
 // error from the lock after that point (the lock lost while the handler
 // was finishing, a release that found the lock expired) cannot be sent
-// any more and is not reported; watch it with a redlock Observer. When
-// the handler has written nothing and the lock was lost, the client gets
-// a 500 rather than an empty 200.
+// any more; it goes to the ErrorHook only. When the handler has written
+// nothing and the lock was lost, the client gets a 500 rather than an
+// empty 200.
 //
 // A nil or zero Middleware (one New did not build), or a nil next, gives
 // a handler that answers every request with 500 (ErrMisconfigured) and
@@ -287,15 +315,15 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if rec.err != nil {
-			m.onError(w, r, rec.err)
+			m.fail(w, r, nil, rec.err, true)
 			return
 		}
 		key, err := m.keys.Write(rec.Project, rec.Endpoint, rec.ID)
 		if err != nil {
-			m.onError(w, r, fmt.Errorf("%w: %w", ErrBadRecord, err))
+			m.fail(w, r, nil, fmt.Errorf("%w: %w", ErrBadRecord, err), true)
 			return
 		}
-		m.serveLocked(w, r, next, func(run func(context.Context) error) error {
+		m.serveLocked(w, r, next, []string{key}, func(run func(context.Context) error) error {
 			return m.doKey(r.Context(), key, read, run)
 		})
 	})
@@ -315,19 +343,20 @@ func (m *Middleware) wrapMany(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		case err != nil:
-			m.onError(w, r, err)
+			m.fail(w, r, keys, err, true)
 			return
 		}
-		m.serveLocked(w, r, next, func(run func(context.Context) error) error {
+		m.serveLocked(w, r, next, keys, func(run func(context.Context) error) error {
 			return m.sets.DoMany(r.Context(), keys, run, m.lockOpts...)
 		})
 	})
 }
 
-// serveLocked runs next inside do (the locker's Do or DoMany) and answers
-// with an error if the lock was not acquired, or was lost before the
-// handler wrote anything.
-func (m *Middleware) serveLocked(w http.ResponseWriter, r *http.Request, next http.Handler, do func(run func(context.Context) error) error) {
+// serveLocked runs next inside do (the locker's Do or DoMany, taking
+// keys) and answers with an error if the lock was not acquired, or was
+// lost before the handler wrote anything; the hook hears of a failure of
+// the lock service in either case.
+func (m *Middleware) serveLocked(w http.ResponseWriter, r *http.Request, next http.Handler, keys []string, do func(run func(context.Context) error) error) {
 	tw := &trackingWriter{ResponseWriter: w}
 	var ran atomic.Bool
 	err := do(func(ctx context.Context) error {
@@ -338,7 +367,19 @@ func (m *Middleware) serveLocked(w http.ResponseWriter, r *http.Request, next ht
 	if err == nil && !ran.Load() {
 		err = fmt.Errorf("%w: the Locker's Do returned without running the handler", ErrMisconfigured)
 	}
-	if err != nil && !tw.started.Load() {
+	if err != nil {
+		m.fail(w, r, keys, err, !tw.started.Load())
+	}
+}
+
+// fail reports err, the failure of request r on keys: to the hook when it
+// is the server's (StatusOf 500), and to the client through the
+// ErrorHandler when respond is set (the handler started no response).
+func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, keys []string, err error, respond bool) {
+	if StatusOf(err) >= http.StatusInternalServerError {
+		m.hook(r, keys, err)
+	}
+	if respond {
 		m.onError(w, r, err)
 	}
 }
@@ -355,14 +396,20 @@ func (m *Middleware) locks(method string) bool {
 	return m.methods[strings.ToUpper(method)]
 }
 
-// refuseAll answers every request with err, through m's ErrorHandler when
-// it has one.
+// refuseAll answers every request with err, through m's ErrorHandler and
+// ErrorHook when it has them.
 func refuseAll(m *Middleware, err error) http.Handler {
-	onError := WriteError
+	onError, hook := ErrorHandler(WriteError), ErrorHook(LogError)
 	if m != nil && m.onError != nil {
 		onError = m.onError
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { onError(w, r, err) })
+	if m != nil && m.hook != nil {
+		hook = m.hook
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hook(r, nil, err)
+		onError(w, r, err)
+	})
 }
 
 // StatusOf returns the HTTP status WriteError answers for err: 409 for an

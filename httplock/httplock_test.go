@@ -322,13 +322,10 @@ func TestHandlerLongerThanTTLKeepsLock(t *testing.T) {
 	require.NoError(t, err)
 	g := newGate()
 	ttl := time.Second
-	// Renewing every TTL/10 leaves 90% of the TTL as slack for a slow,
-	// shared machine: the claim is that renewal happens, not how fast. For
-	// the same reason each extension may take 300 ms (the default, TTL/10,
-	// was seen to time out under -race on a loaded machine, and the
-	// heartbeat rightly takes an unanswered extension for a lost lock).
-	h := serve(t, locker, g, httplock.WithLockOptions(redlock.WithTTL(ttl), redlock.WithRenewEvery(ttl/10),
-		redlock.WithNodeTimeout(300*time.Millisecond)))
+	// Each extension may take 300 ms (the default, TTL/10, was seen to
+	// time out under -race on a loaded machine, and the heartbeat rightly
+	// takes an unanswered extension for a lost lock).
+	h := serve(t, locker, g, httplock.WithLockOptions(redlock.WithTTL(ttl), redlock.WithNodeTimeout(300*time.Millisecond)))
 
 	first := async(t, h, http.MethodPut, "/suppliers/abc")
 	g.waitEntered(t)

@@ -56,7 +56,7 @@ func PathRecords(project, endpoint string, wildcards ...string) RecordsFunc {
 // these keys do not share: use standalone masters (or Sentinel) for
 // routes on several records. A nil locker or records is an error matching
 // redlock.ErrInvalid.
-func NewMany(locker redlock.KeySetLocker, records RecordsFunc, opts ...Option) (*Middleware, error) {
+func NewMany(locker redlock.Locker, records RecordsFunc, opts ...Option) (*Middleware, error) {
 	if records == nil {
 		return nil, fmt.Errorf("%w: httplock: nil RecordsFunc (PathRecords returns nil for no wildcards, "+
 			"a wildcard that is not a valid name, or a project or endpoint that is empty or contains ':')", redlock.ErrInvalid)

@@ -15,7 +15,7 @@ import (
 // accounts at once, and PUT /accounts/{id}, locking one, on one locker.
 func transfers(t *testing.T, locker redlock.Locker, h http.Handler) http.Handler {
 	t.Helper()
-	many, err := httplock.NewMany(locker.(redlock.KeySetLocker), httplock.PathRecords("bank", "account", "from", "to"),
+	many, err := httplock.NewMany(locker.(redlock.Locker), httplock.PathRecords("bank", "account", "from", "to"),
 		httplock.WithMethods(http.MethodPost))
 	require.NoError(t, err)
 	one, err := httplock.New(locker, httplock.PathRecord("bank", "account", "id"))
@@ -60,7 +60,7 @@ func TestTransferBadRecords(t *testing.T) {
 	assert.ErrorIs(t, err, redlock.ErrInvalid)
 	assert.Nil(t, httplock.PathRecords("bank", "account"), "no wildcards")
 	assert.Nil(t, httplock.PathRecords("bank", "account", "from", "bad name"))
-	_, err = httplock.NewMany(open(t, "reject", miniredis.RunT(t).Addr()).(redlock.KeySetLocker), nil)
+	_, err = httplock.NewMany(open(t, "reject", miniredis.RunT(t).Addr()).(redlock.Locker), nil)
 	assert.ErrorIs(t, err, redlock.ErrInvalid)
 }
 
@@ -68,7 +68,7 @@ func TestTransferBadRecords(t *testing.T) {
 // wildcard the route lacks answers 500 and never runs the handler.
 func TestTransferWildcardNotInRouteFailsClosed(t *testing.T) {
 	l := open(t, "reject", miniredis.RunT(t).Addr())
-	mw, err := httplock.NewMany(l.(redlock.KeySetLocker), httplock.PathRecords("bank", "account", "from", "to"), httplock.WithMethods("POST"))
+	mw, err := httplock.NewMany(l.(redlock.Locker), httplock.PathRecords("bank", "account", "from", "to"), httplock.WithMethods("POST"))
 	require.NoError(t, err)
 	c := &counting{}
 	mux := http.NewServeMux()

@@ -2,10 +2,7 @@ package httplock
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-
-	"github.com/quorumlock/redlock"
 )
 
 // WithReadLocks makes safe requests (GET, HEAD) take a reader's share of
@@ -15,17 +12,11 @@ import (
 // (DoWrite), so a waiting write makes new reads wait behind it and a
 // stream of reads cannot starve it. For an application whose reads must
 // not see a write in progress (a read of several rows that a write
-// changes together); most reads need no lock. The locker must be a
-// redlock.ReadWriteLocker (Single, Redlock, and envconfig's lockers are),
-// and the Middleware one of New's: otherwise New or NewMany returns an
-// error matching redlock.ErrInvalid.
+// changes together); most reads need no lock. It is for New's one record
+// per request: NewMany returns an error matching redlock.ErrInvalid.
 func WithReadLocks() Option {
 	return func(m *Middleware) error {
-		rw, ok := m.locker.(redlock.ReadWriteLocker)
-		if !ok {
-			return fmt.Errorf("%w: httplock: WithReadLocks needs a redlock.ReadWriteLocker, not %T", redlock.ErrInvalid, m.locker)
-		}
-		m.rw = rw
+		m.rw = m.locker
 		return nil
 	}
 }

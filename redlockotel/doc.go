@@ -23,7 +23,7 @@
 //
 //	redlock.key            the key (unless WithSpanKeys(false))
 //	redlock.key.template   the key's template (WithKeyTemplate)
-//	redlock.nodes          the number of nodes (1 for a *redlock.Single,
+//	redlock.nodes          the number of nodes (1 for a locker of one node,
 //	                       WithNodeCount, or from a failed round's QuorumError)
 //	redlock.outcome        acquired, busy, timeout, unavailable, cancelled or invalid
 //	redlock.attempts       attempts made

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/redlockotel"
 	"github.com/redis/go-redis/v9"
@@ -78,8 +79,8 @@ func Example() {
 	fmt.Println(strings.Join(lines, "\n"))
 	// Output:
 	// Do: <nil>
-	// span redlock.Unlock [redlock.key=order:1234 redlock.key.template=order:{id} redlock.nodes=1 redlock.outcome=released]
-	// span redlock.Do [redlock.key=order:1234 redlock.key.template=order:{id} redlock.nodes=1 redlock.outcome=acquired redlock.attempts=1]
+	// span redlock.Unlock [redlock.key=order:1234 redlock.key.template=order:{id} redlock.outcome=released]
+	// span redlock.Do [redlock.key=order:1234 redlock.key.template=order:{id} redlock.outcome=acquired redlock.attempts=1]
 	// metric redlock.lock.acquisitions ({acquisition})
 	// metric redlock.lock.hold.duration (s)
 	// metric redlock.lock.wait.duration (s)
@@ -88,7 +89,7 @@ func Example() {
 
 // Metrics only, without wrapping: the locker's observer.
 func ExampleObserver() {
-	var nodes []redlock.Backend // the masters, made by goredis.New
+	var nodes []driver.Node // the masters, made by goredis.New
 	locker, err := redlock.New(nodes, redlock.WithObserver(redlockotel.Observer(
 		redlockotel.WithKeyTemplate(func(key string) string { return "job" }),
 	)))
@@ -98,7 +99,7 @@ func ExampleObserver() {
 // A locker that logged through its own observer keeps logging once
 // wrapped: the observer moves from the locker to Wrap, which chains it.
 func ExampleWithObserver() {
-	var nodes []redlock.Backend // the masters, made by goredis.New
+	var nodes []driver.Node // the masters, made by goredis.New
 	logs := redlock.SlogObserver(slog.Default())
 	locker, err := redlock.New(nodes) // was: redlock.New(nodes, redlock.WithObserver(logs))
 	if err != nil {

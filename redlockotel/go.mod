@@ -2,11 +2,10 @@ module github.com/quorumlock/redlock/redlockotel
 
 go 1.26.0
 
-replace github.com/quorumlock/redlock => ../
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/quorumlock/redlock v0.0.0-00010101000000-000000000000
+	github.com/quorumlock/redlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/testwait"
@@ -36,10 +37,10 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // minis starts n miniredis servers and returns them with a go-redis node
 // each; everything is closed when the test ends.
-func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []redlock.Backend) {
+func minis(t testing.TB, n int) ([]*miniredis.Miniredis, []driver.Node) {
 	t.Helper()
 	ms := make([]*miniredis.Miniredis, n)
-	bs := make([]redlock.Backend, n)
+	bs := make([]driver.Node, n)
 	for i := range ms {
 		ms[i] = miniredis.RunT(t)
 		b, err := goredis.New(redistest.Client(t, ms[i].Addr()))

@@ -78,7 +78,7 @@ func WithObserver(o redlock.Observer) Option {
 
 // WithNodeCount sets the span attribute "redlock.nodes" for a Redlock of
 // n nodes. A Locker does not tell how many nodes it has: Wrap knows it
-// for a *redlock.Single (1), and otherwise a failed round tells it (from
+// for a locker of one node (1), and otherwise a failed round tells it (from
 // its *redlock.QuorumError); this option fills it in for every span, for
 // example Wrap(locker, WithNodeCount(len(cfg.Nodes))) with envconfig.
 func WithNodeCount(n int) Option {

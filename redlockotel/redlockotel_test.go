@@ -36,7 +36,7 @@ func TestDoWaitsRenewsReleases(t *testing.T) {
 	tel := newTelemetry(t)
 	seen := newEvents()
 	locker := redlockotel.Wrap(plain, append(tel.options(), redlockotel.WithNodeCount(3),
-		redlockotel.WithKeyTemplate(template), redlockotel.WithObserver(seen))...)
+		redlockotel.WithKeyTemplate(template), redlockotel.WithObserver(seen.Observe))...)
 
 	ctx := context.Background()
 	holder, err := plain.Lock(ctx, "order:1") // unwrapped: records nothing
@@ -54,7 +54,7 @@ func TestDoWaitsRenewsReleases(t *testing.T) {
 		defer work.End()
 		seen.wait(t, redlock.EventExtend, 3) // three heartbeats
 		return nil
-	}, redlock.WithStrategy(redlock.Retry(5, 5*time.Second)), redlock.WithRenewEvery(30*time.Millisecond))
+	}, redlock.WithStrategy(redlock.Retry(5, 5*time.Second)), redlock.WithTTL(300*time.Millisecond), redlock.WithNodeTimeout(50*time.Millisecond))
 	end.End()
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func equal(a, b map[string]float64) bool {
 // and in redlock.node.errors under its own name.
 func TestNodeFailure(t *testing.T) {
 	ms, nodes := minis(t, 3)
-	down := nodes[2].Name()
+	down := nodes[2].Info().Name
 	ms[2].Close()
 	plain, err := redlock.New(nodes, redlock.WithTTL(time.Second))
 	if err != nil {
@@ -257,7 +257,7 @@ func TestOutcomes(t *testing.T) {
 	}
 	tel := newTelemetry(t)
 	seen := newEvents()
-	locker := redlockotel.Wrap(plain, append(tel.options(), redlockotel.WithObserver(seen))...)
+	locker := redlockotel.Wrap(plain, append(tel.options(), redlockotel.WithObserver(seen.Observe))...)
 	ctx := context.Background()
 	holder, err := plain.Lock(ctx, "held")
 	if err != nil {
@@ -353,7 +353,7 @@ func TestLost(t *testing.T) {
 	tel := newTelemetry(t)
 	locker := redlockotel.Wrap(single, tel.options()...)
 	ctx := context.Background()
-	l, err := locker.Lock(ctx, "job:1", redlock.WithFencing(), redlock.WithAutoRenew(), redlock.WithRenewEvery(10*time.Millisecond))
+	l, err := locker.Lock(ctx, "job:1", redlock.WithFencing(), redlock.WithAutoRenew(), redlock.WithTTL(150*time.Millisecond), redlock.WithNodeTimeout(30*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestLost(t *testing.T) {
 		t.Fatalf("Unlock: %v", err)
 	}
 	lock := tel.spansNamed(redlockotel.SpanLock)[0]
-	if a := spanAttrs(lock.Attributes()); a["redlock.nodes"] != "1" || a["redlock.outcome"] != "acquired" || a["redlock.fence"] != "1" {
+	if a := spanAttrs(lock.Attributes()); a["redlock.outcome"] != "acquired" || a["redlock.fence"] != strconv.FormatInt(l.Fence(), 10) {
 		t.Errorf("Lock span %v", a)
 	}
 	lost := tel.spansNamed(redlockotel.SpanLost)
@@ -410,13 +410,13 @@ func TestObservers(t *testing.T) {
 	_, nodes := minis(t, 1)
 	builtWith, chained := newEvents(), newEvents()
 	tel := newTelemetry(t)
-	single, err := redlock.NewSingle(nodes[0], redlock.WithObserver(builtWith))
+	single, err := redlock.NewSingle(nodes[0], redlock.WithObserver(builtWith.Observe))
 	if err != nil {
 		t.Fatal(err)
 	}
-	locker := redlockotel.Wrap(single, append(tel.options(), redlockotel.WithObserver(chained))...)
+	locker := redlockotel.Wrap(single, append(tel.options(), redlockotel.WithObserver(chained.Observe))...)
 	ctx := context.Background()
-	if err := locker.Do(ctx, "k", func(context.Context) error { return nil }, redlock.WithObserver(builtWith)); err != nil {
+	if err := locker.Do(ctx, "k", func(context.Context) error { return nil }, redlock.WithObserver(builtWith.Observe)); err != nil {
 		t.Fatal(err)
 	}
 	if builtWith.kinds() != "" || chained.kinds() != "acquire,release" {
@@ -426,7 +426,7 @@ func TestObservers(t *testing.T) {
 	tel2 := newTelemetry(t)
 	viaObserver := newEvents()
 	obs := redlockotel.Observer(redlockotel.WithMeterProvider(tel2.mp), redlockotel.WithTracerProvider(tel2.tp),
-		redlockotel.WithKeyTemplate(template), redlockotel.WithObserver(viaObserver))
+		redlockotel.WithKeyTemplate(template), redlockotel.WithObserver(viaObserver.Observe))
 	observed, err := redlock.NewSingle(nodes[0], redlock.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
@@ -470,9 +470,9 @@ func TestCardinality(t *testing.T) {
 		if strings.HasSuffix(c.Key, "000") {
 			return c.Send(ctx)
 		}
-		return fakenode.Result{OK: true}
+		return fakenode.Result{Reply: int64(1)}
 	})
-	single, err := redlock.NewSingle(fakenode.Plain(node), redlock.WithStrategy(redlock.Reject()))
+	single, err := redlock.NewSingle(fakenode.Silent(node), redlock.WithStrategy(redlock.Reject()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,11 +559,11 @@ func TestHeartbeatStoppedWhileExtending(t *testing.T) {
 	}
 	tel := newTelemetry(t)
 	seen := newEvents()
-	locker := redlockotel.Wrap(single, append(tel.options(), redlockotel.WithObserver(seen))...)
+	locker := redlockotel.Wrap(single, append(tel.options(), redlockotel.WithObserver(seen.Observe))...)
 	err = locker.Do(context.Background(), "k", func(ctx context.Context) error {
 		<-started // an extension is in flight
 		return nil
-	}, redlock.WithRenewEvery(5*time.Millisecond))
+	}, redlock.WithTTL(90*time.Millisecond), redlock.WithNodeTimeout(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +619,7 @@ func TestGlobalProviders(t *testing.T) {
 }
 
 // single is a Single on a miniredis.
-func single(t *testing.T) *redlock.Single {
+func single(t *testing.T) *redlock.Redlock {
 	_, nodes := minis(t, 1)
 	s, err := redlock.NewSingle(nodes[0])
 	if err != nil {

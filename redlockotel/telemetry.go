@@ -208,14 +208,11 @@ func callerCancelled(err error) bool { return errors.Is(err, context.Canceled) }
 // reports it. Options about spans are ignored; WithObserver chains as for
 // Wrap.
 func Observer(opts ...Option) redlock.Observer {
-	return observer{newTelemetry(opts)}
-}
-
-type observer struct{ t *telemetry }
-
-func (o observer) Observe(e redlock.Event) {
-	o.t.record(context.Background(), e, o.t.keyAttrs(e.Key), false)
-	if o.t.cfg.next != nil {
-		o.t.cfg.next.Observe(e)
+	t := newTelemetry(opts)
+	return func(e redlock.Event) {
+		t.record(context.Background(), e, t.keyAttrs(e.Key), false)
+		if t.cfg.next != nil {
+			t.cfg.next(e)
+		}
 	}
 }

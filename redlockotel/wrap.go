@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,11 +57,7 @@ func Wrap(l redlock.Locker, opts ...Option) redlock.Locker {
 	if l == nil {
 		return nilLocker{}
 	}
-	t := newTelemetry(opts)
-	if _, single := l.(*redlock.Single); single && t.cfg.nodes == 0 {
-		t.cfg.nodes = 1
-	}
-	return &locker{l: l, t: t}
+	return &locker{l: l, t: newTelemetry(opts)}
 }
 
 type locker struct {
@@ -69,20 +66,64 @@ type locker struct {
 }
 
 func (w *locker) Lock(ctx context.Context, key string, opts ...redlock.Option) (*redlock.Lock, error) {
+	return w.lock(ctx, key, opts, w.l.Lock)
+}
+
+func (w *locker) RLock(ctx context.Context, key string, opts ...redlock.Option) (*redlock.Lock, error) {
+	return w.lock(ctx, key, opts, w.l.RLock)
+}
+
+func (w *locker) WLock(ctx context.Context, key string, opts ...redlock.Option) (*redlock.Lock, error) {
+	return w.lock(ctx, key, opts, w.l.WLock)
+}
+
+func (w *locker) LockMany(ctx context.Context, keys []string, opts ...redlock.Option) (*redlock.Lock, error) {
+	return w.lock(ctx, setName(keys), opts, func(ctx context.Context, _ string, opts ...redlock.Option) (*redlock.Lock, error) {
+		return w.l.LockMany(ctx, keys, opts...)
+	})
+}
+
+func (w *locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...redlock.Option) error {
+	return w.do(ctx, key, fn, opts, w.l.Do)
+}
+
+func (w *locker) DoRead(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...redlock.Option) error {
+	return w.do(ctx, key, fn, opts, w.l.DoRead)
+}
+
+func (w *locker) DoWrite(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...redlock.Option) error {
+	return w.do(ctx, key, fn, opts, w.l.DoWrite)
+}
+
+func (w *locker) DoMany(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...redlock.Option) error {
+	return w.do(ctx, setName(keys), fn, opts, func(ctx context.Context, _ string, fn func(context.Context) error, opts ...redlock.Option) error {
+		return w.l.DoMany(ctx, keys, fn, opts...)
+	})
+}
+
+// setName names a set of keys in spans and metrics as the core names it
+// in errors: the keys between brackets, separated by spaces.
+func setName(keys []string) string { return "[" + strings.Join(keys, " ") + "]" }
+
+// lock traces one acquisition made by take.
+func (w *locker) lock(ctx context.Context, key string, opts []redlock.Option,
+	take func(context.Context, string, ...redlock.Option) (*redlock.Lock, error)) (*redlock.Lock, error) {
 	if ctx == nil { // refused by l: count it, there is no trace to continue
-		l, err := w.l.Lock(ctx, key, opts...)
+		l, err := take(ctx, key, opts...)
 		w.t.invalid(key, err)
 		return l, err
 	}
 	c, ctx := w.t.begin(ctx, SpanLock, key)
-	l, err := w.l.Lock(ctx, key, c.options(opts)...)
+	l, err := take(ctx, key, c.options(opts)...)
 	c.end(err)
 	return l, err
 }
 
-func (w *locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...redlock.Option) error {
+// do traces one call of a Do function.
+func (w *locker) do(ctx context.Context, key string, fn func(context.Context) error, opts []redlock.Option,
+	hold func(context.Context, string, func(context.Context) error, ...redlock.Option) error) error {
 	if ctx == nil {
-		err := w.l.Do(ctx, key, fn, opts...)
+		err := hold(ctx, key, fn, opts...)
 		w.t.invalid(key, err)
 		return err
 	}
@@ -94,7 +135,7 @@ func (w *locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 			return fn(ctx)
 		}
 	}
-	err := w.l.Do(ctx, key, run, c.options(opts)...)
+	err := hold(ctx, key, run, c.options(opts)...)
 	c.end(err)
 	return err
 }
@@ -152,7 +193,7 @@ func (t *telemetry) begin(ctx context.Context, name, key string) (*call, context
 // options returns the call's options with c as its observer, last, so
 // that it wins over any other.
 func (c *call) options(opts []redlock.Option) []redlock.Option {
-	return append(slices.Clip(opts), redlock.WithObserver(c))
+	return append(slices.Clip(opts), redlock.WithObserver(c.observe))
 }
 
 // returned notes that Do's function returned: Do's release starts now.
@@ -187,9 +228,9 @@ func (c *call) finishAcquiring() bool {
 	return first
 }
 
-// Observe records e: metrics for every event, and on the spans what
+// observe records e: metrics for every event, and on the spans what
 // belongs there.
-func (c *call) Observe(e redlock.Event) {
+func (c *call) observe(e redlock.Event) {
 	now := time.Now()
 	switch e.Kind {
 	case redlock.EventAcquire:
@@ -208,7 +249,7 @@ func (c *call) Observe(e redlock.Event) {
 		c.held(now, e)
 	}
 	if c.t.cfg.next != nil {
-		c.t.cfg.next.Observe(e)
+		c.t.cfg.next(e)
 	}
 }
 
@@ -321,5 +362,29 @@ func (nilLocker) Lock(context.Context, string, ...redlock.Option) (*redlock.Lock
 }
 
 func (nilLocker) Do(context.Context, string, func(context.Context) error, ...redlock.Option) error {
+	return errNilLocker
+}
+
+func (nilLocker) RLock(context.Context, string, ...redlock.Option) (*redlock.Lock, error) {
+	return nil, errNilLocker
+}
+
+func (nilLocker) WLock(context.Context, string, ...redlock.Option) (*redlock.Lock, error) {
+	return nil, errNilLocker
+}
+
+func (nilLocker) LockMany(context.Context, []string, ...redlock.Option) (*redlock.Lock, error) {
+	return nil, errNilLocker
+}
+
+func (nilLocker) DoRead(context.Context, string, func(context.Context) error, ...redlock.Option) error {
+	return errNilLocker
+}
+
+func (nilLocker) DoWrite(context.Context, string, func(context.Context) error, ...redlock.Option) error {
+	return errNilLocker
+}
+
+func (nilLocker) DoMany(context.Context, []string, func(context.Context) error, ...redlock.Option) error {
 	return errNilLocker
 }

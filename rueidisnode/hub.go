@@ -9,76 +9,45 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// hub multiplexes one node's release channels to the waiters in this
-// process over a single dedicated connection (rueidis's Dedicate: a
-// connection of the client's blocking pool that no other call shares).
-// The connection and the hub's one goroutine, which opens it, writes
-// SUBSCRIBE, UNSUBSCRIBE and PING on it and reopens it when it drops,
-// exist only while at least one waiter is subscribed: the last stop tells
-// the goroutine to close the connection and end, so an idle backend holds
-// no goroutine and no connection, and needs no Close. Messages are
-// delivered by rueidis's own reading goroutine of that connection
-// (PubSubHooks.OnMessage), which calls the waiters.
+// hub multiplexes one node's channels to the waiters in this process over
+// a single dedicated connection (rueidis's Dedicate), which exists, with
+// the hub's one goroutine, only while someone waits. The goroutine opens
+// the connection, writes SUBSCRIBE, UNSUBSCRIBE and PING on it, and
+// reopens it when it drops; rueidis's reading goroutine delivers the
+// messages (PubSubHooks.OnMessage). The bookkeeping is package
+// internal/subhub's, shared with the go-redis adapter.
 //
-// The bookkeeping (which channels have waiters, which are subscribed,
-// which await confirmation, dispatch) is package internal/subhub's, shared
-// with the go-redis adapter; this file is the rueidis glue.
-//
-// Activation is exact. The goroutine writes a round (UNSUBSCRIBE of the
-// channels nobody waits for any more, SUBSCRIBE of the new ones, then a
-// PING) as one pipeline and waits for every reply before it plans
-// the next; the node answers commands on a connection in order, so the
-// PING's reply proves that every SUBSCRIBE written before it has taken
-// effect, and only then are the channel's waiters told that they are
-// subscribed. (rueidis also matches each SUBSCRIBE to its own reply, in
-// order, which is the proof over RESP2; see flush.)
-//
-// When the connection drops (rueidis closes the hooks' channel with the
-// error) or a round fails (an error, or no reply within subscribeTimeout,
-// after which the connection is closed: its state is unknown), the
+// Activation is exact: a round (UNSUBSCRIBE, SUBSCRIBE, PING) goes out as
+// one pipeline, and the node answers in order, so the PING's reply proves
+// that the SUBSCRIBEs before it took effect; only then are their waiters
+// told that they are subscribed. After a drop, or a round that failed or
+// timed out (subscribeTimeout; the connection is then closed), the
 // goroutine opens a new connection after a pause and subscribes every
-// channel again. Releases published in between were missed: once the new
-// connection's PING is answered, every waiter of a channel that was
-// already active is called with payload "". Channels that a failed round
-// was to confirm fail instead: their Notify calls return the error (the
-// waiter then sleeps out its backoff, as without hand-off), and later
-// calls start afresh.
+// channel again; once that is confirmed, every waiter of a channel that
+// was active is called with "", since messages may have been missed. The
+// channels a failed round was to confirm fail their Subscribe calls
+// instead. Dispatch holds the hub's mutex and never waits for a write.
 //
-// Dispatch never waits for a write. The hub's mutex guards the bookkeeping
-// and is held while dispatching; the goroutine writes without it. After
-// stop returns, its callback is out of the bookkeeping, so it is not
-// called again.
+// A Redis Cluster node has one hub per hash slot (SSUBSCRIBE,
+// SUNSUBSCRIBE): rueidis opens its connection to the master of the slot
+// of its first command, so a new connection's first round starts with an
+// SSUBSCRIBE. When the slot moves, the old master drops the
+// subscriptions (a sunsubscribe the hub did not ask for) or answers MOVED
+// (after which rueidis refreshes its slot map), and the hub reconnects as
+// after a drop.
 //
-// A Redis Cluster node has one hub per hash slot, in sharded mode
-// (cluster.go): SSUBSCRIBE and SUNSUBSCRIBE on a dedicated connection to
-// the slot's master, which rueidis picks by the slot of the connection's
-// first command, so a round on a new connection that would not start
-// with an SSUBSCRIBE (only a PING, when every waiter left) is not sent.
-// When the slot moves to another master (a migration, a failover), its
-// old master drops the slot's subscriptions (a sunsubscribe the hub did
-// not ask for, seen by the OnSubscription hook) or answers MOVED (a failed
-// round, after which rueidis refreshes its slot map): the hub then closes
-// the connection and, as after a drop, opens one to the slot's master,
-// subscribes every channel there anew, and wakes the waiters with "".
-//
-// The goroutine outlives the last stop while it finishes what it was
-// doing: a write, bounded by subscribeTimeout and abandoned at once, or
-// opening a connection, which rueidis bounds by the client's
-// Dialer.Timeout (5 s by default) and does not let a caller cancel; then
-// closing the connection, which rueidis bounds by a second on a node that
-// does not answer.
+// The goroutine outlives the last stop while it finishes a write
+// (abandoned at once) or a dial (bounded by the client's Dialer.Timeout),
+// then closes the connection (bounded by a second).
 type hub struct {
 	c rueidis.Client
 
 	// sharded makes the hub subscribe with SSUBSCRIBE and SUNSUBSCRIBE
-	// (a Redis Cluster node's hub, one per hash slot, see cluster.go).
+	// (a Redis Cluster node's hub, one per hash slot).
 	sharded bool
 
 	core    subhub.Hub
 	running *subscription // the last subscription started (for tests); guarded by core's mutex
-
-	// dedicate, when set (by tests), replaces c.Dedicate.
-	dedicate func() rueidis.DedicatedClient
 }
 
 // subscription is one run of the hub's goroutine: the glue of a
@@ -136,7 +105,7 @@ func (s *subscription) run() {
 			return
 		default:
 		}
-		dc := s.dedicate()
+		dc, _ := s.h.c.Dedicate() // dialled by rueidis within Dialer.Timeout; released by dc.Close
 		moved := make(chan struct{}, 1)
 		hooks := rueidis.PubSubHooks{OnMessage: s.dispatch}
 		if s.h.sharded {
@@ -165,17 +134,6 @@ func (s *subscription) run() {
 		}
 		pause = min(2*pause, maxRetryPause)
 	}
-}
-
-// dedicate takes a connection of its own from the client's blocking pool,
-// dialling it (rueidis bounds the dial by the client's Dialer.Timeout). A
-// connection that could not be made answers every call with the error.
-func (s *subscription) dedicate() rueidis.DedicatedClient {
-	if s.h.dedicate != nil {
-		return s.h.dedicate()
-	}
-	dc, _ := s.h.c.Dedicate() // its release is part of dc.Close
-	return dc
 }
 
 // conn is what serve watches of a connection: rueidis's hooks channel,

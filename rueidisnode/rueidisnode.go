@@ -1,243 +1,263 @@
 // Package rueidisnode adapts a github.com/redis/rueidis client to a
-// redlock.Backend: the lock commands, the Lua scripts (redlock.Lua) run by
-// EVALSHA, fencing (redlock.Fencer) and release announcements for
-// hand-off (redlock.Notifier).
+// redlock node (driver.Node): it runs the core's scripts through the
+// client, and delivers release announcements to waiters
+// (driver.Subscriber).
 //
 //	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 //	...
+//	defer c.Close()
 //	node, err := rueidisnode.New(c)
 //	...
 //	locker, err := redlock.NewSingle(node)
 //
-// The package is called rueidisnode, not rueidis, so that it does not
-// shadow the client library's own package name in the files that import
-// both. It lives in a module of its own (rueidisnode/go.mod), so the
-// redlock module does not depend on rueidis. The adapter passes the
-// conformance suite in package backendtest on real redis-server, and
-// interoperates with package goredis: both keep a lock key's fence counter
-// at key + ":fence" and announce releases on redlock.ReleaseChannel(key),
-// so processes using either adapter can share the same servers and locks.
+// It is a module of its own, so that the redlock module does not depend
+// on rueidis. Both adapters run the core's scripts on the same keys and
+// channels: processes using go-redis (package goredis) and rueidis share
+// servers and locks.
 //
-// # Commands are never resent
+// # Never resent
 //
-// rueidis retries a command after a broken connection only when the command
-// is marked retryable: read-only commands, and commands a caller marked
-// with ToRetryable. Every command this adapter sends (SET NX PX, EVALSHA,
-// EVAL) is a write that is not marked, so whatever the client's
-// DisableRetry, a lost reply is reported as an error, never answered by a
-// second execution. A script unknown to the node (after a restart or
-// SCRIPT FLUSH) answers NOSCRIPT, which means nothing ran: rueidis's Lua
-// then sends EVAL once, which is no resend. The tests lose a reply after
-// its command ran, with rueidis's retries left on, and count on the
-// server (INFO commandstats) that every command ran exactly once
-// (TestLostRepliesAreErrors, TestNoscriptFallbackIsNoResend,
-// TestLockerOverLostReplies).
+// rueidis resends a command after a broken connection only when it is
+// marked retryable (read-only commands, ToRetryable). The node's EVALSHA,
+// EVAL and WAIT are not, so a lost reply is an error, never a second
+// execution's answer, whatever ClientOption.DisableRetry says. EVAL
+// follows EVALSHA only after NOSCRIPT, when nothing ran. One option
+// breaks this, and New refuses it when it sees the options
+// (WithClientOption): ConnLifetime, with which rueidis sends again any
+// command unanswered when a connection's lifetime ends. Leave it at zero.
 //
-// One client option breaks this, and New cannot see it: with
-// ClientOption.ConnLifetime set, rueidis closes a connection when its
-// lifetime ends and sends again, on a new connection, any command whose
-// reply had not arrived within a second (a node that is slow or paused at
-// that moment), whether or not the command is retryable. Leave
-// ConnLifetime at zero (its default) for a client given to New.
-//
-// # Deadlines and cancellation
-//
-// rueidis bounds every call by its context: a call on a connection that
-// other calls are using waits for its reply or for its context, whichever
-// comes first; a call alone on an idle connection is written and read
-// with the context's deadline set on the connection, so it is bounded by
-// its deadline (the lockers always give node calls one, the per-node
-// timeout) but, while reading the reply, not by a cancellation before it.
-// A call that gives up leaves its command in flight: its outcome is
-// unknown and it returns the context's error.
-//
-// On a Redis Cluster, rueidis also sends a command again to the node
-// named by a MOVED or ASK reply: that reply means the first node did not
-// run it, so this is no resend (TestCluster/LostReplies loses a reply on
-// a cluster and counts the command once over all its servers).
-//
-// # Release announcements
-//
-// Notify subscribes over one dedicated connection per node (rueidis's
-// Dedicate), open only while someone waits; see hub.go.
+// Every call is bounded by its context's deadline (the lockers' per-node
+// timeout); a cancellation before it ends a call that shares its
+// connection with others, not always one alone on it.
 //
 // # Redis Cluster
 //
-// A client in cluster mode (rueidis picks it when the InitAddress nodes
-// answer CLUSTER SLOTS) is one node: the whole cluster counts once toward
-// a Redlock's quorum, and may sit among standalone masters. New needs
-// WithClientOption for it, and names it "cluster[addr ...]", the seed
-// addresses sorted, as package goredis names a ClusterClient with the
-// same seeds: the two adapters' nodes of one cluster are one node. Keys
-// map as in goredis, so processes using either adapter share the locks:
-//
-//   - A key with a hash tag ("order:{42}") is used as it is; its fence
-//     counter ("order:{42}:fence") and release channel share its slot.
-//   - A key without one is wrapped in braces on the cluster: "order:42" is
-//     locked as "{order:42}" (so there, "order:42" and "{order:42}" are
-//     one lock; standalone nodes of the same Redlock use the key as
-//     given).
-//   - A key whose first "{" is followed at once by "}", a key without a
-//     tag that starts with "}", and the empty key are refused with an
-//     error matching redlock.ErrInvalid; the node is a redlock.KeyChecker,
-//     so a locker refuses them before its first attempt.
-//
-// Releases are announced with SPUBLISH and waited for with SSUBSCRIBE
-// (sharded pub/sub, Redis 7.0 or later), over one dedicated connection per
-// hash slot waited on, to the slot's master (see cluster.go). rueidis
-// reloads its slot map after MOVED and after a network error, but not
-// after a call cut short by its deadline (goredis's node reloads it after
-// every failure): set ClusterOption.ShardsRefreshInterval (a few seconds)
-// for a cluster whose masters can fail over, so that the node finds a
-// promoted replica within that interval whatever failed.
+// A client in cluster mode is one node: the whole cluster counts once
+// toward a Redlock's quorum. The core maps a lock's keys into one hash
+// slot and announces releases with SPUBLISH; the node waits for them with
+// SSUBSCRIBE, over one connection per hash slot waited on. New needs
+// WithClientOption for it. rueidis does not reload its slot map after a
+// call cut short by its deadline: set ClusterOption.ShardsRefreshInterval
+// (a few seconds) for a cluster whose masters can fail over.
 //
 // # Redis Sentinel
 //
-// A client in sentinel mode (ClientOption.Sentinel.MasterSet, the
-// sentinels in InitAddress) is one node, whichever server is its master
-// at the moment; New needs WithClientOption for it, and names it
-// "sentinel[master@addr ...]", the sentinels sorted, as goredis names a
-// failover client's node (goredis.WithFailover). rueidis follows a
-// failover when the sentinels announce it; the hub reconnects to the new
-// master, and waiters are told that a release may have been missed.
-// Replication is asynchronous: a lock granted by a master that fails
-// before its replica received the key is lost in the failover (see
-// goredis.WithReplicaAck, which this adapter has no counterpart of yet).
+// A client in sentinel mode (ClientOption.Sentinel.MasterSet) is one
+// node, whichever server the sentinels name master at the moment. New
+// needs WithClientOption for it.
+//
+// # Replica acknowledgement
+//
+// Redis replicates asynchronously: a lock granted by a master that fails
+// before its replica has the key is lost in the failover. With
+// WithReplicaAck a script's success waits for its writes to reach
+// replicas (WAIT on its connection).
 package rueidisnode
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
+	"sync"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
+	"github.com/quorumlock/redlock/internal/hashslot"
 	"github.com/redis/rueidis"
 )
 
-// New adapts a rueidis client to a redlock.Backend. A client in
-// standalone mode must know one node, a master (rueidis.NewClient with one
-// InitAddress), and is named after its address, "host:port" (the key of
-// c.Nodes()); standalone clients with replicas are refused. (rueidis asks
-// the server whether it is a cluster and picks standalone mode when it is
-// not; a server that answers CLUSTER SLOTS, as miniredis does, gives a
-// cluster-mode client unless ClientOption.ForceSingleClient is set.)
-// Databases of one server are one node (they share its fate): they get
-// the same Name, and a Redlock refuses them as duplicates.
+// Node is a rueidis client as one node of a lock.
+type Node struct {
+	c    rueidis.Client
+	info driver.Info
+	ack  *replicaAck // WithReplicaAck; nil without
+
+	hub hub // standalone and sentinel clients
+
+	mu   sync.Mutex
+	hubs map[uint16]*hub // a cluster's, by hash slot; created on first use
+}
+
+var (
+	_ driver.Node       = (*Node)(nil)
+	_ driver.Subscriber = (*Node)(nil)
+)
+
+// New adapts c. A client in standalone mode must know one master and no
+// replica, and is named after its address ("host:port"); databases of one
+// server get the same name, so a Redlock refuses them as duplicates. A
+// client in cluster or sentinel mode needs WithClientOption.
 //
-// A client in cluster mode makes a whole Redis Cluster one node, and a
-// client in sentinel mode (ClientOption.Sentinel.MasterSet) makes the
-// master that the sentinels name one node, whichever server it is at the
-// moment; both need WithClientOption, which names them (see Redis Cluster
-// and Redis Sentinel in the package documentation).
+// New returns an error matching redlock.ErrInvalid for a nil client or
+// option and for a client or options it refuses.
 //
-// rueidis's defaults suit the lockers, with one exception (ConnLifetime,
-// see the package documentation). Client-side caching is not used: set
-// DisableCache if the server has no CLIENT TRACKING. Under many
-// concurrent lock calls on few cores, rueidis's MaxFlushDelay (for
-// example 100 µs) lets more commands share a write; BENCHMARKS.md has the
-// figures.
-//
-// New returns an error matching redlock.ErrInvalid for a nil client and
-// for one it refuses.
-func New(c rueidis.Client, opts ...Option) (redlock.Backend, error) {
+// Client-side caching is not used: set ClientOption.DisableCache for a
+// server without CLIENT TRACKING. The node holds nothing of its own to
+// close; closing the client closes every connection it used.
+func New(c rueidis.Client, opts ...Option) (*Node, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: rueidisnode.New: nil client", redlock.ErrInvalid)
 	}
 	var o options
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+		if opt == nil {
+			return nil, fmt.Errorf("%w: rueidisnode.New: nil option", redlock.ErrInvalid)
 		}
+		opt(&o)
 	}
 	name, err := o.name(c)
 	if err != nil {
 		return nil, err
 	}
-	if c.Mode() == rueidis.ClientModeCluster {
-		return newClusterNode(c, name), nil
-	}
-	return &node{c: c, name: name, hub: hub{c: c}}, nil
-}
-
-// node is the Backend of one rueidis client.
-type node struct {
-	c    rueidis.Client
-	name string
-	hub  hub
-}
-
-var (
-	releaseScript       = rueidis.NewLuaScript(redlock.Lua.Release)
-	extendScript        = rueidis.NewLuaScript(redlock.Lua.Extend)
-	acquireFencedScript = rueidis.NewLuaScript(redlock.Lua.AcquireFenced)
-	raiseFenceScript    = rueidis.NewLuaScript(redlock.Lua.RaiseFence)
-)
-
-// fenceSuffix names a lock key's fence counter: key + fenceSuffix, as in
-// package goredis.
-const fenceSuffix = ":fence"
-
-func (n *node) Name() string { return n.name }
-
-func (n *node) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err // a caller that gave up sends nothing
-	}
-	// Always PX, even for whole seconds, so the TTL on the node is exactly
-	// the one the validity was computed from.
-	cmd := n.c.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()
-	err := n.c.Do(ctx, cmd).Error()
-	if errors.Is(err, rueidis.Nil) {
-		return false, nil // NX refused: the key exists
-	}
+	ack, err := o.replicaAck(name)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
-}
-
-func (n *node) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
-	return n.release(ctx, key, token, announce, "1") // PUBLISH
-}
-
-// release runs the release script, announcing with publish ("1" PUBLISH,
-// "2" SPUBLISH, see redlock.Lua) when asked to.
-func (n *node) release(ctx context.Context, key, token string, announce bool, publish string) (bool, error) {
-	flag := "0"
-	if announce {
-		flag = publish
+	n := &Node{c: c, ack: ack, info: driver.Info{Name: name, ReplicaAck: ack != nil}, hub: hub{c: c}}
+	if c.Mode() == rueidis.ClientModeCluster {
+		n.info.Cluster = true
+		n.hubs = map[uint16]*hub{}
 	}
-	v, err := n.run(ctx, releaseScript, []string{key}, token, flag)
-	return v == 1, err
+	return n, nil
 }
 
-func (n *node) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	v, err := n.run(ctx, extendScript, []string{key}, token, strconv.FormatInt(ttl.Milliseconds(), 10))
-	return v == 1, err
-}
+// Info describes the node.
+func (n *Node) Info() driver.Info { return n.info }
 
-func (n *node) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
-	v, err := n.run(ctx, acquireFencedScript, []string{key, key + fenceSuffix}, token, strconv.FormatInt(ttl.Milliseconds(), 10))
-	return v > 0, v, err
-}
-
-func (n *node) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	v, err := n.run(ctx, raiseFenceScript, []string{key, key + fenceSuffix}, token, strconv.FormatInt(fence, 10))
-	return v == 1, err
-}
-
-// run executes s on the node and returns its integer reply. rueidis's Lua
-// sends EVALSHA, and EVAL only when the node answered NOSCRIPT (nothing
-// ran); neither is marked retryable, so neither is resent.
-func (n *node) run(ctx context.Context, s *rueidis.Lua, keys []string, args ...string) (int64, error) {
+// Eval runs script by EVALSHA, and by EVAL when the node answers NOSCRIPT;
+// with WithReplicaAck, each followed by WAIT on its connection.
+func (n *Node) Eval(ctx context.Context, script *driver.Script, keys []string, args ...string) (any, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err // a caller that gave up sends nothing
+		return nil, err // nothing sent
 	}
-	return s.Exec(ctx, n.c, keys, args).AsInt64()
+	if n.info.Cluster {
+		// rueidis panics on a command whose keys span slots.
+		if err := oneSlot("keys", keys); err != nil {
+			return nil, err
+		}
+	}
+	r, err := n.run(ctx, n.c.B().Evalsha().Sha1(script.Hash()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if e, ok := errors.AsType[*replyError](err); ok && e.err.IsNoScript() {
+		// NOSCRIPT: the node ran nothing, so sending EVAL is no resend.
+		r, err = n.run(ctx, n.c.B().Eval().Script(script.Source()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return r, err
 }
 
-func (n *node) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
-	return n.hub.notify(ctx, released, redlock.ReleaseChannel(key))
+// run sends one script call, never resent (it is not marked retryable),
+// and converts its reply.
+func (n *Node) run(ctx context.Context, cmd rueidis.Completed) (any, error) {
+	if n.ack != nil {
+		return n.ack.run(ctx, n, cmd)
+	}
+	return value(n.c.Do(ctx, cmd))
+}
+
+// value converts a script's reply to the contract's types: an integer to
+// int64, a string to string, a nil to nil, an array to []any of these
+// (an error in it as an error); an error reply to a *replyError.
+func value(r rueidis.RedisResult) (any, error) {
+	if err := r.NonRedisError(); err != nil {
+		return nil, err // the network, the deadline: the outcome is unknown
+	}
+	m, err := r.ToMessage()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return nil, newReplyError(&m, err)
+	}
+	return convert(&m), nil
+}
+
+func convert(m *rueidis.RedisMessage) any {
+	switch {
+	case m.IsNil():
+		return nil
+	case m.IsInt64():
+		v, _ := m.AsInt64()
+		return v
+	case m.IsString():
+		v, _ := m.ToString()
+		return v
+	case m.IsArray():
+		vs, _ := m.ToArray()
+		out := make([]any, len(vs))
+		for i := range vs {
+			if err := vs[i].Error(); err != nil && !vs[i].IsNil() {
+				out[i] = newReplyError(&vs[i], err)
+				continue
+			}
+			out[i] = convert(&vs[i])
+		}
+		return out
+	}
+	// RESP3 types a script sends only after redis.setresp(3): boolean,
+	// double, map, verbatim string, as rueidis reads them.
+	v, _ := m.ToAny()
+	return v
+}
+
+// replyError is an error reply of the node. Its text is the node's, in
+// full: rueidis's RedisError, which it wraps, drops a leading "ERR ".
+type replyError struct {
+	text string
+	err  *rueidis.RedisError
+}
+
+func newReplyError(m *rueidis.RedisMessage, err error) error {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return err
+	}
+	text, _ := m.ToString() // the message as read, before rueidis trims it
+	if text == "" {
+		text = re.Error()
+	}
+	return &replyError{text: text, err: re}
+}
+
+func (e *replyError) Error() string { return e.text }
+func (e *replyError) Unwrap() error { return e.err }
+
+// oneSlot refuses names (keys or channels) of more than one hash slot: on
+// a cluster, a command's keys and a pub/sub connection's channels share
+// one.
+func oneSlot(what string, names []string) error {
+	for _, s := range names[min(1, len(names)):] {
+		if hashslot.Of(s) != hashslot.Of(names[0]) {
+			return fmt.Errorf("%w: rueidisnode: %s %q and %q are in different hash slots", redlock.ErrInvalid, what, names[0], s)
+		}
+	}
+	return nil
+}
+
+// Subscribe delivers the messages published on channels to deliver, over
+// one shared pub/sub connection, open while someone waits (hub.go); on a
+// cluster, one per hash slot, with SSUBSCRIBE.
+func (n *Node) Subscribe(ctx context.Context, deliver func(payload string), channels ...string) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(channels) == 0 {
+		return nil, fmt.Errorf("%w: rueidisnode: Subscribe to no channel", redlock.ErrInvalid)
+	}
+	h := &n.hub
+	if n.info.Cluster {
+		if err := oneSlot("channels", channels); err != nil {
+			return nil, err
+		}
+		h = n.slotHub(hashslot.Of(channels[0]))
+	}
+	return h.notify(ctx, deliver, channels...)
+}
+
+// slotHub returns the hub of a cluster's hash slot: rueidis binds a
+// dedicated cluster connection to the slot of its first command.
+func (n *Node) slotHub(s uint16) *hub {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.hubs[s]
+	if h == nil {
+		h = &hub{c: n.c, sharded: true}
+		n.hubs[s] = h
+	}
+	return h
 }

@@ -5,6 +5,8 @@
 //
 //	go run ./tables results/raw.txt > results/tables.md
 //	go run ./tables -adapters results/adapters-raw.txt   # the adapters alone
+//	go run ./tables -delayline results/delayline-raw.txt # bench/delayline.sh's tables
+//	go run ./tables -summary results/raw.txt      # the compact view BENCHMARKS.md holds
 //
 // benchstat gives the confidence intervals (bench/run.sh runs both); this
 // gives the compact view and the verdicts, from the same file.
@@ -601,6 +603,8 @@ func targetTable(w io.Writer, r results) {
 
 func main() {
 	adaptersOnly := flag.Bool("adapters", false, "print only the table of the go-redis and rueidis adapters")
+	delayLine := flag.Bool("delayline", false, "print the tables of BenchmarkDelayLine (bench/delayline.sh) instead")
+	summary := flag.Bool("summary", false, "print only the compact summary BENCHMARKS.md holds")
 	flag.Parse()
 	in := io.Reader(os.Stdin)
 	if flag.NArg() > 0 {
@@ -611,6 +615,20 @@ func main() {
 		}
 		defer f.Close()
 		in = f
+	}
+	if *delayLine {
+		r, err := parseDelayLine(in)
+		if err == nil && len(r) == 0 {
+			err = fmt.Errorf("no BenchmarkDelayLine/rtt=<rtt>/N=<n>/g=<g>/impl=<impl> lines in the input")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tables:", err)
+			os.Exit(1)
+		}
+		w := bufio.NewWriter(os.Stdout)
+		defer w.Flush()
+		delayLineTables(w, r)
+		return
 	}
 	r, err := parse(in)
 	if err != nil {
@@ -625,6 +643,10 @@ func main() {
 	defer w.Flush()
 	if *adaptersOnly {
 		adapterTable(w, r)
+		return
+	}
+	if *summary {
+		summaryTable(w, r)
 		return
 	}
 	targetTable(w, r)

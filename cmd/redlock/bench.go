@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redact"
 	"github.com/redis/go-redis/v9"
@@ -236,7 +237,7 @@ func parseAddrs(s string) ([]string, error) {
 // newLocker builds the locker a configuration measures, refusing when
 // held: keys are distinct, so a refusal is a failure, not contention.
 func newLocker(cfg benchConfig, clients []*redis.Client) (redlock.Locker, error) {
-	bs := make([]redlock.Backend, len(clients))
+	bs := make([]driver.Node, len(clients))
 	for i, c := range clients {
 		b, err := goredis.New(c)
 		if err != nil {

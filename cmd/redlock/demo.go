@@ -11,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
 )
@@ -204,14 +205,14 @@ func newDemoCluster(addrs string) (*demoCluster, error) {
 	return cl, nil
 }
 
-func (cl *demoCluster) backends() ([]redlock.Backend, error) {
-	bs := make([]redlock.Backend, len(cl.nodes))
+func (cl *demoCluster) backends() ([]driver.Node, error) {
+	bs := make([]driver.Node, len(cl.nodes))
 	for i, n := range cl.nodes {
 		b, err := goredis.New(n.client)
 		if err != nil {
 			return nil, err
 		}
-		bs[i] = &stoppable{Backend: b, node: n}
+		bs[i] = &stoppable{Node: b, node: n}
 	}
 	return bs, nil
 }
@@ -251,29 +252,15 @@ func (cl *demoCluster) close() {
 // stoppable fails every call while its node is stopped, which for a real
 // server simulates losing it.
 type stoppable struct {
-	redlock.Backend
+	driver.Node
 	node *demoNode
 }
 
 var errStopped = errors.New("master stopped")
 
-func (s *stoppable) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+func (s *stoppable) Eval(ctx context.Context, script *driver.Script, keys []string, args ...string) (any, error) {
 	if s.node.stopped.Load() {
-		return false, errStopped
+		return nil, errStopped
 	}
-	return s.Backend.Acquire(ctx, key, token, ttl)
-}
-
-func (s *stoppable) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
-	if s.node.stopped.Load() {
-		return false, errStopped
-	}
-	return s.Backend.Release(ctx, key, token, announce)
-}
-
-func (s *stoppable) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if s.node.stopped.Load() {
-		return false, errStopped
-	}
-	return s.Backend.Extend(ctx, key, token, ttl)
+	return s.Node.Eval(ctx, script, keys, args...)
 }

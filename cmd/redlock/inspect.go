@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/redis/go-redis/v9"
 )
@@ -297,8 +296,13 @@ func scanMaster(ctx context.Context, m master, f inspectFlags) (keys []string, c
 	return keys, false, nil
 }
 
-// fenceSuffix names a lock key's fence counter, as package goredis does.
-const fenceSuffix = ":fence"
+// fenceSuffix names a lock key's fence counter, and releasePrefix starts
+// the channel a release is announced on: names the core gives them on
+// every node (docs/operations.md).
+const (
+	fenceSuffix   = ":fence"
+	releasePrefix = "redlock:released:"
+)
 
 // globEscape escapes the characters special to SCAN MATCH.
 func globEscape(s string) string {
@@ -327,7 +331,7 @@ func readMaster(ctx context.Context, m master, keys []string, f inspectFlags) []
 	cmds, err := m.c.TxPipelined(cctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			rs[i] = reads{get: p.Get(cctx, k), pttl: p.Do(cctx, "pttl", k),
-				fence: p.Get(cctx, k+fenceSuffix), subs: p.PubSubNumSub(cctx, redlock.ReleaseChannel(k))}
+				fence: p.Get(cctx, k+fenceSuffix), subs: p.PubSubNumSub(cctx, releasePrefix+k)}
 		}
 		return nil
 	})
@@ -356,7 +360,7 @@ func readMaster(ctx context.Context, m master, keys []string, f inspectFlags) []
 		if v, err := r.fence.Result(); err == nil {
 			s.Fence, _ = strconv.ParseInt(v, 10, 64)
 		}
-		s.Waiters = r.subs.Val()[redlock.ReleaseChannel(k)]
+		s.Waiters = r.subs.Val()[releasePrefix+k]
 	}
 	return out
 }

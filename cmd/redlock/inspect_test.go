@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,7 @@ func masters(t *testing.T, n int) (*redisserver.Cluster, string, []*redis.Client
 // a Redlock over several, with fencing.
 func lockOn(t *testing.T, cs []*redis.Client, key string) *redlock.Lock {
 	t.Helper()
-	var bs []redlock.Backend
+	var bs []driver.Node
 	for _, c := range cs {
 		bs = append(bs, adapt(t, c))
 	}
@@ -118,7 +119,7 @@ func TestInspectOneMaster(t *testing.T) {
 	m := k.Masters[0]
 	assert.True(t, m.Held)
 	assert.Equal(t, short, m.Token)
-	assert.Equal(t, int64(1), m.Fence, "the first fenced acquisition")
+	assert.Equal(t, l.Fence(), m.Fence, "the fenced acquisition's token")
 	assert.InDelta(t, time.Minute.Milliseconds(), m.TTLMs, 5000)
 	assert.Equal(t, stateHeld, k.Verdict.State)
 	assert.Equal(t, 1, k.Verdict.Holders)
@@ -147,7 +148,7 @@ func TestInspectFiveMasters(t *testing.T) {
 	setOn(t, cs[3:], "orders:7", "0badc0de-minority")
 	setOn(t, cs[:2], "orders:9", "feedf00d-pair")
 
-	ps := cs[0].Subscribe(t.Context(), redlock.ReleaseChannel("orders:42"))
+	ps := cs[0].Subscribe(t.Context(), releasePrefix+"orders:42")
 	defer ps.Close()
 	_, err := ps.Receive(t.Context()) // the subscription is active
 	require.NoError(t, err)
@@ -163,7 +164,7 @@ func TestInspectFiveMasters(t *testing.T) {
 		assert.Equal(t, cl.Addrs()[i], m.Master)
 		assert.True(t, m.Held, m.Master)
 		assert.Equal(t, short, m.Token)
-		assert.Equal(t, int64(1), m.Fence)
+		assert.Equal(t, l.Fence(), m.Fence)
 		want := int64(0)
 		if i == 0 {
 			want = 1

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/redis/go-redis/v9"
@@ -125,16 +126,25 @@ func eachMaster(ms []master, f func(i int, m master)) {
 	wg.Wait()
 }
 
-// releaseOn runs Unlock's release (announcing) on one master through the
-// goredis adapter, bounded by timeout.
+// releaseOn runs Unlock's release (announcing) on one master, bounded by
+// timeout: released, or not held there (false, nil), or an error.
 func releaseOn(ctx context.Context, m master, key, token string, timeout time.Duration) (bool, error) {
 	b, err := goredis.New(m.c)
 	if err != nil {
 		return false, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return b.Release(cctx, key, token, true)
+	l, err := redlock.NewSingle(b, redlock.WithNodeTimeout(timeout))
+	if err != nil {
+		return false, err
+	}
+	switch err := l.Unlock(ctx, key, token); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, redlock.ErrNotHeld):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // releaseReport prints what happened on each master and the summary, and

@@ -38,7 +38,7 @@ func TestReleaseByToken(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		_, addrs, cs := masters(t, n)
 		l := lockOn(t, cs, "job")
-		ps := cs[0].Subscribe(t.Context(), redlock.ReleaseChannel("job"))
+		ps := cs[0].Subscribe(t.Context(), releasePrefix+"job")
 		defer ps.Close()
 		_, err := ps.Receive(t.Context())
 		require.NoError(t, err)

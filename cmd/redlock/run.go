@@ -143,17 +143,13 @@ func runWith(parent context.Context, args []string, stdin io.Reader, stdout, std
 // holder returns how to run a function while holding the lock key (Do),
 // the locks keys all at once (DoMany), or one of permits permits of the
 // semaphore keys[0] when permits > 0, and what it holds, for messages.
-func holder(locker redlock.Locker, keys []string, permits int, read bool) (func(context.Context, func(context.Context) error) error, string, error) {
+func holder(locker *redlock.Redlock, keys []string, permits int, read bool) (func(context.Context, func(context.Context) error) error, string, error) {
 	switch {
 	case read && permits > 0:
 		return nil, "", fmt.Errorf("--read and --permits do not go together")
 	case read:
-		rw, ok := locker.(redlock.ReadWriteLocker)
-		if !ok {
-			return nil, "", fmt.Errorf("%w: %T cannot take read locks", redlock.ErrInvalid, locker)
-		}
 		return func(ctx context.Context, fn func(context.Context) error) error {
-			return rw.DoRead(ctx, keys[0], fn)
+			return locker.DoRead(ctx, keys[0], fn)
 		}, fmt.Sprintf("a read lock on %q", keys[0]), nil
 	case permits > 0 && len(keys) > 1:
 		return nil, "", fmt.Errorf("--permits takes one --key (the semaphore's name), not %d", len(keys))
@@ -170,12 +166,8 @@ func holder(locker redlock.Locker, keys []string, permits int, read bool) (func(
 			return locker.Do(ctx, keys[0], fn)
 		}, fmt.Sprintf("lock %q", keys[0]), nil
 	}
-	sets, ok := locker.(redlock.KeySetLocker)
-	if !ok {
-		return nil, "", fmt.Errorf("%w: %T cannot lock several keys at once", redlock.ErrInvalid, locker)
-	}
 	return func(ctx context.Context, fn func(context.Context) error) error {
-		return sets.DoMany(ctx, keys, fn)
+		return locker.DoMany(ctx, keys, fn)
 	}, fmt.Sprintf("locks %q", keys), nil
 }
 

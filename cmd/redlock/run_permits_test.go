@@ -68,7 +68,7 @@ func TestRunPermitsBound(t *testing.T) {
 }
 
 func TestRunPermitsUsage(t *testing.T) {
-	for _, p := range []int{-1, redlock.MaxPermits + 1} {
+	for _, p := range []int{-1, 256 + 1} {
 		st, _, errs := runT(t, "--addrs", "127.0.0.1:1", "--key", "k", "--permits", strconv.Itoa(p), "--", "true")
 		assert.Equal(t, exitUsage, st, "--permits %d: %s", p, errs)
 	}

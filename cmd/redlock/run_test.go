@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/goredis"
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -264,7 +265,7 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 }
 
 // adapt is goredis.New for a client the test knows to be valid.
-func adapt(t *testing.T, c *redis.Client) redlock.Backend {
+func adapt(t *testing.T, c *redis.Client) driver.Node {
 	t.Helper()
 	b, err := goredis.New(c)
 	require.NoError(t, err)

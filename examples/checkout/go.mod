@@ -2,10 +2,6 @@ module github.com/quorumlock/redlock/examples/checkout
 
 go 1.26.0
 
-replace (
-	github.com/quorumlock/redlock => ../..
-	github.com/quorumlock/redlock/redlockotel => ../../redlockotel
-)
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
@@ -13,8 +9,8 @@ require (
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	github.com/quorumlock/redlock v0.0.0-00010101000000-000000000000
-	github.com/quorumlock/redlock/redlockotel v0.0.0-00010101000000-000000000000
+	github.com/quorumlock/redlock v0.1.0
+	github.com/quorumlock/redlock/redlockotel v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0

@@ -1,46 +1,56 @@
-// Package fakenode is the tests' one fake Backend: it wraps a real node
-// (the go-redis adapter over miniredis or redis-server) so that a test can
-// count its calls and change what they do: fail a node, hold a call, lose
-// its reply, deliver it late, or move a fake clock while it runs.
+// Package fakenode is the tests' one fake node: it wraps a real one (the
+// go-redis adapter over miniredis or redis-server) so that a test can
+// count its script calls and change what they do: fail a node, hold a
+// call, lose its reply, deliver it late, or move a fake clock while it
+// runs.
 //
-// Every call goes through the node's hook, if any, as a Call; the hook
-// decides whether and when Send reaches the wrapped node, and what the
-// caller is told. Without a hook every call goes straight through.
+// Every script call goes through the node's hook, if any, as a Call; the
+// hook decides whether and when Send reaches the wrapped node, and what
+// the caller is told. Without a hook every call goes straight through.
 package fakenode
 
 import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
-	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 )
 
-// Op names the Backend method a Call stands for.
+// Op names the script a Call runs.
 type Op string
 
-// The operations a hook sees.
+// The scripts a hook sees, by name.
 const (
-	Acquire       Op = "acquire"
-	Release       Op = "release"
-	Extend        Op = "extend"
-	AcquireFenced Op = "acquire fenced"
-	RaiseFence    Op = "raise fence"
+	Acquire        Op = "acquire"
+	Release        Op = "release"
+	Extend         Op = "extend"
+	AcquireFenced  Op = "acquire_fenced"
+	RaiseFence     Op = "fence"
+	AcquireMany    Op = "acquire_many"
+	ReleaseMany    Op = "release_many"
+	AcquireRead    Op = "acquire_read"
+	ReleaseRead    Op = "release_read"
+	ExtendRead     Op = "extend_read"
+	AcquireWrite   Op = "acquire_write"
+	Transfer       Op = "transfer"
+	AcquireFair    Op = "acquire_fair"
+	ReleaseFair    Op = "release_fair" // also a waiter leaving the queue (Token "")
+	Peek           Op = "peek"
+	RaiseReadFence Op = "fence_read"
 )
 
-// Result is what a call answers: OK the method's boolean, Fence the
-// counter AcquireFenced returned.
+// Result is what a call answers: the script's reply, or an error.
 type Result struct {
-	OK    bool
-	Fence int64
+	Reply any
 	Err   error
 }
 
-// Call is one call on its way to the wrapped node.
+// Call is one script call on its way to the wrapped node.
 type Call struct {
 	Op         Op
-	Key, Token string
+	Key, Token string // the first key and the first argument, if any
+	Keys, Args []string
 	send       func(ctx context.Context) Result
 }
 
@@ -55,11 +65,11 @@ type Hook func(ctx context.Context, c Call) Result
 // ErrInjected is the error a hook returns for a node it fails.
 var ErrInjected = errors.New("fakenode: injected fault")
 
-// Node wraps a Backend. It implements Fencer and Notifier by passing them
-// on to the wrapped node, which must implement them when they are used; use
-// Plain to hide them.
+// Node wraps a driver.Node. It is a driver.Subscriber, passing
+// subscriptions on to the wrapped node (the hook does not see them); use
+// Silent to hide that.
 type Node struct {
-	inner redlock.Backend
+	inner driver.Node
 
 	mu     sync.Mutex
 	hook   Hook
@@ -67,31 +77,31 @@ type Node struct {
 	done   map[Op]int
 }
 
-// Wrap returns a Node over b, with no hook.
-func Wrap(b redlock.Backend) *Node { return &Node{inner: b, counts: map[Op]int{}, done: map[Op]int{}} }
+// Wrap returns a Node over n, with no hook.
+func Wrap(n driver.Node) *Node { return &Node{inner: n, counts: map[Op]int{}, done: map[Op]int{}} }
 
-// WrapAll wraps every node of bs, returning the wrapped list for the
+// WrapAll wraps every node of ns, returning the wrapped list for the
 // lockers and the Nodes for the test.
-func WrapAll(bs []redlock.Backend) ([]redlock.Backend, []*Node) {
-	out := make([]redlock.Backend, len(bs))
-	ns := make([]*Node, len(bs))
-	for i, b := range bs {
-		ns[i] = Wrap(b)
-		out[i] = ns[i]
+func WrapAll(ns []driver.Node) ([]driver.Node, []*Node) {
+	out := make([]driver.Node, len(ns))
+	fakes := make([]*Node, len(ns))
+	for i, n := range ns {
+		fakes[i] = Wrap(n)
+		out[i] = fakes[i]
 	}
-	return out, ns
+	return out, fakes
 }
 
-// Plain returns n as a bare Backend, hiding Fencer and Notifier.
-func Plain(n *Node) redlock.Backend { return struct{ redlock.Backend }{n} }
+// Silent returns n as a node that cannot deliver release announcements:
+// waiters on it sleep out their backoff delays.
+func Silent(n *Node) driver.Node { return silent{n} }
 
-// Silent returns n as a Backend and Fencer that cannot notify: waiters on
-// it sleep out their backoff delays.
-func Silent(n *Node) redlock.Backend {
-	return struct {
-		redlock.Backend
-		redlock.Fencer
-	}{n, n}
+type silent struct{ n *Node }
+
+func (s silent) Info() driver.Info { return s.n.Info() }
+
+func (s silent) Eval(ctx context.Context, script *driver.Script, keys []string, args ...string) (any, error) {
+	return s.n.Eval(ctx, script, keys, args...)
 }
 
 // SetHook replaces the hook; nil lets every call through.
@@ -117,7 +127,21 @@ func (n *Node) Answered(op Op) int {
 	return n.done[op]
 }
 
-func (n *Node) call(ctx context.Context, c Call) Result {
+// Info is the wrapped node's.
+func (n *Node) Info() driver.Info { return n.inner.Info() }
+
+// Eval passes the call through the hook.
+func (n *Node) Eval(ctx context.Context, script *driver.Script, keys []string, args ...string) (any, error) {
+	c := Call{Op: Op(script.Name()), Keys: keys, Args: args, send: func(ctx context.Context) Result {
+		r, err := n.inner.Eval(ctx, script, keys, args...)
+		return Result{Reply: r, Err: err}
+	}}
+	if len(keys) > 0 {
+		c.Key = keys[0]
+	}
+	if len(args) > 0 {
+		c.Token = args[0]
+	}
 	n.mu.Lock()
 	n.counts[c.Op]++
 	h := n.hook
@@ -131,53 +155,10 @@ func (n *Node) call(ctx context.Context, c Call) Result {
 	n.mu.Lock()
 	n.done[c.Op]++
 	n.mu.Unlock()
-	return r
+	return r.Reply, r.Err
 }
 
-// Name is the wrapped node's.
-func (n *Node) Name() string { return n.inner.Name() }
-
-func (n *Node) Acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	r := n.call(ctx, Call{Op: Acquire, Key: key, Token: token, send: func(ctx context.Context) Result {
-		ok, err := n.inner.Acquire(ctx, key, token, ttl)
-		return Result{OK: ok, Err: err}
-	}})
-	return r.OK, r.Err
-}
-
-func (n *Node) Release(ctx context.Context, key, token string, announce bool) (bool, error) {
-	r := n.call(ctx, Call{Op: Release, Key: key, Token: token, send: func(ctx context.Context) Result {
-		ok, err := n.inner.Release(ctx, key, token, announce)
-		return Result{OK: ok, Err: err}
-	}})
-	return r.OK, r.Err
-}
-
-func (n *Node) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	r := n.call(ctx, Call{Op: Extend, Key: key, Token: token, send: func(ctx context.Context) Result {
-		ok, err := n.inner.Extend(ctx, key, token, ttl)
-		return Result{OK: ok, Err: err}
-	}})
-	return r.OK, r.Err
-}
-
-func (n *Node) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
-	r := n.call(ctx, Call{Op: AcquireFenced, Key: key, Token: token, send: func(ctx context.Context) Result {
-		ok, f, err := n.inner.(redlock.Fencer).AcquireFenced(ctx, key, token, ttl)
-		return Result{OK: ok, Fence: f, Err: err}
-	}})
-	return r.OK, r.Fence, r.Err
-}
-
-func (n *Node) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	r := n.call(ctx, Call{Op: RaiseFence, Key: key, Token: token, send: func(ctx context.Context) Result {
-		ok, err := n.inner.(redlock.Fencer).RaiseFence(ctx, key, token, fence)
-		return Result{OK: ok, Err: err}
-	}})
-	return r.OK, r.Err
-}
-
-// Notify is the wrapped node's; the hook does not see it.
-func (n *Node) Notify(ctx context.Context, key string, released func(payload string)) (func(), error) {
-	return n.inner.(redlock.Notifier).Notify(ctx, key, released)
+// Subscribe is the wrapped node's; the hook does not see it.
+func (n *Node) Subscribe(ctx context.Context, deliver func(payload string), channels ...string) (func(), error) {
+	return n.inner.(driver.Subscriber).Subscribe(ctx, deliver, channels...)
 }

@@ -1,18 +1,19 @@
-// Package hashslot holds Redis Cluster's hash-slot rules as the adapters
-// (goredis, rueidisnode) apply them to a lock: the lock key, its fence
-// counter (key + ":fence") and its release channel
-// (redlock.ReleaseChannel) must share one hash slot, so that the scripts
-// run on one master and SPUBLISH reaches the key's shard. One copy for
-// both adapters, so that they map a key to the same names on a cluster
-// and processes using either share its locks.
+// Package hashslot holds Redis Cluster's hash-slot rules as the core
+// applies them to a lock: the lock key and every name derived from it
+// (its fence counter, queue, readers, release channel) must share one hash
+// slot, so that the scripts run on one master and SPUBLISH reaches the
+// key's shard. The adapters use Of to open one sharded subscription per
+// slot.
 package hashslot
 
 import (
+	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/quorumlock/redlock"
 )
+
+// ErrKey is matched by every refusal of Key and Keys.
+var ErrKey = errors.New("key cannot be mapped to one hash slot")
 
 // Key maps a lock key to the key a cluster node uses, so that the key,
 // its fence counter and its release channel hash to one slot:
@@ -26,19 +27,18 @@ import (
 //     tag that starts with "}" (wrapped, its tag would be empty), and the
 //     empty key.
 //
-// Refusals match redlock.ErrInvalid; callers prefix them with their
-// package's name.
+// Refusals match ErrKey.
 func Key(key string) (string, error) {
 	if _, ok := Tag(key); ok {
 		return key, nil
 	}
 	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasPrefix(key[i+1:], "}") {
 		return "", fmt.Errorf(`%w: key %q has an empty hash tag "{}": Redis Cluster would hash the whole key, and its fence counter and release channel would land in other slots; put the tag's text between the braces, or drop them`,
-			redlock.ErrInvalid, key)
+			ErrKey, key)
 	}
 	if strings.HasPrefix(key, "}") || key == "" {
 		return "", fmt.Errorf(`%w: key %q has no hash tag and starts with "}" or is empty: the tag a Redis Cluster node gives such a key ("{" + key + "}") would be empty`,
-			redlock.ErrInvalid, key)
+			ErrKey, key)
 	}
 	return "{" + key + "}", nil
 }
@@ -46,7 +46,7 @@ func Key(key string) (string, error) {
 // Keys maps a set of lock keys (LockMany) as Key maps each one, and
 // refuses a set whose keys land in more than one hash slot: a script may
 // touch the keys of one slot only, so the keys of a set must share a hash
-// tag ("{acct}:1", "{acct}:2"). Refusals match redlock.ErrInvalid.
+// tag ("{acct}:1", "{acct}:2"). Refusals match ErrKey.
 func Keys(keys []string) ([]string, error) {
 	out := make([]string, len(keys))
 	for i, key := range keys {
@@ -57,7 +57,7 @@ func Keys(keys []string) ([]string, error) {
 		out[i] = k
 		if i > 0 && Of(k) != Of(out[0]) {
 			return nil, fmt.Errorf(`%w: keys %q and %q are in different hash slots of the cluster: a set of keys must share one, so give them one hash tag ("{acct}:1", "{acct}:2")`,
-				redlock.ErrInvalid, keys[0], key)
+				ErrKey, keys[0], key)
 		}
 	}
 	return out, nil

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumlock/redlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +34,7 @@ func TestKey(t *testing.T) {
 	}
 	for _, key := range []string{"order:{}", "{}", "{}x", "a{}b{c}", "}", "}x", "}{}", ""} {
 		_, err := Key(key)
-		assert.ErrorIs(t, err, redlock.ErrInvalid, "%q", key)
+		assert.ErrorIs(t, err, ErrKey, "%q", key)
 	}
 }
 
@@ -53,7 +52,7 @@ func TestOfKnownValues(t *testing.T) {
 	assert.NotEqual(t, Of("a{}b"), Of(""), "an empty tag hashes the whole key")
 }
 
-// FuzzKey: whatever the key, either it is refused as ErrInvalid or its
+// FuzzKey: whatever the key, either it is refused as ErrKey or its
 // three names share a slot; a key with a tag is never rewritten; and a
 // key is refused only when its first "{" is followed by "}" or, without a
 // tag, it starts with "}" or is empty.
@@ -68,7 +67,7 @@ func FuzzKey(f *testing.F) {
 		emptyTag := first >= 0 && strings.HasPrefix(key[first+1:], "}")
 		wantRefused := !tagged && (emptyTag || key == "" || key[0] == '}')
 		if err != nil {
-			if !errors.Is(err, redlock.ErrInvalid) || !wantRefused {
+			if !errors.Is(err, ErrKey) || !wantRefused {
 				t.Fatalf("Key(%q): %v", key, err)
 			}
 			return
@@ -79,9 +78,9 @@ func FuzzKey(f *testing.F) {
 		if tagged && k != key {
 			t.Fatalf("Key(%q) = %q: a key with a tag is used as is", key, k)
 		}
-		if s := Of(k); Of(k+fenceSuffix) != s || Of(redlock.ReleaseChannel(k)) != s {
+		if s := Of(k); Of(k+fenceSuffix) != s || Of("redlock:released:"+k) != s {
 			t.Fatalf("Key(%q) = %q: slots %d, %d (fence), %d (channel)", key, k,
-				s, Of(k+fenceSuffix), Of(redlock.ReleaseChannel(k)))
+				s, Of(k+fenceSuffix), Of("redlock:released:"+k))
 		}
 	})
 }
@@ -98,9 +97,9 @@ func TestKeys(t *testing.T) {
 	assert.Equal(t, []string{"{solo}"}, ks)
 
 	_, err = Keys([]string{"a", "b"})
-	require.ErrorIs(t, err, redlock.ErrInvalid)
+	require.ErrorIs(t, err, ErrKey)
 	assert.Contains(t, err.Error(), `"a" and "b"`)
 
 	_, err = Keys([]string{"{acct}:1", "{}x"})
-	require.ErrorIs(t, err, redlock.ErrInvalid)
+	require.ErrorIs(t, err, ErrKey)
 }

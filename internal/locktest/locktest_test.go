@@ -33,7 +33,7 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-func single(t *testing.T, grantAlways bool) redlock.Locker {
+func single(t *testing.T, grantAlways bool) *redlock.Redlock {
 	b, err := goredis.New(redistest.Client(t, miniredis.RunT(t).Addr()))
 	if err != nil {
 		t.Fatal(err)
@@ -42,12 +42,12 @@ func single(t *testing.T, grantAlways bool) redlock.Locker {
 	if grantAlways { // a broken node: SET without NX
 		n.SetHook(func(ctx context.Context, c fakenode.Call) fakenode.Result {
 			if c.Op == fakenode.Acquire {
-				return fakenode.Result{OK: true}
+				return fakenode.Result{Reply: int64(1)}
 			}
 			return c.Send(ctx)
 		})
 	}
-	s, err := redlock.NewSingle(fakenode.Plain(n), redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Retry(30, time.Millisecond)))
+	s, err := redlock.NewSingle(fakenode.Silent(n), redlock.WithTTL(time.Minute), redlock.WithStrategy(redlock.Retry(30, time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}

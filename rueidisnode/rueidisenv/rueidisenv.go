@@ -27,12 +27,11 @@
 // Of go-redis's query parameters only addr, master_name, db,
 // dial_timeout, client_name and skip_verify (rediss) have a rueidis
 // equivalent; any other (pool_size, read_timeout, ...) is refused with an
-// *envconfig.Error for LOCK_DISTRIBUTED_NODES rather than ignored. So is
-// replica acknowledgement (replica_ack): the rueidis adapter has no
-// WAIT after its writes; use the go-redis client for it. Client-side
-// caching is off (DisableCache: the lockers read nothing), ConnLifetime
-// is left at zero as rueidisnode requires, and rueidis's other defaults
-// are kept.
+// *envconfig.Error for LOCK_DISTRIBUTED_NODES rather than ignored.
+// Replica acknowledgement (replica_ack, replica_ack_timeout) is
+// rueidisnode.WithReplicaAck. Client-side caching is off (DisableCache:
+// the lockers read nothing), ConnLifetime is left at zero as rueidisnode
+// requires, and rueidis's other defaults are kept.
 //
 // Unlike go-redis, rueidis connects when the client is made: an
 // unreachable node fails Open (with an error that does not match
@@ -49,6 +48,7 @@ import (
 	"slices"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/rueidisnode"
 	"github.com/redis/rueidis"
@@ -63,7 +63,7 @@ func Client() envconfig.Client {
 // process environment and then the given .env files (envconfig.Lookup),
 // loads the configuration (envconfig.Load) and opens it with OpenWith and
 // Client.
-func Open(dotenv ...string) (redlock.Locker, io.Closer, error) {
+func Open(dotenv ...string) (*redlock.Redlock, *envconfig.Clients, error) {
 	lookup, err := envconfig.Lookup(dotenv...)
 	if err != nil {
 		return nil, nil, err
@@ -82,10 +82,16 @@ var supported = []string{"addr", "client_name", "db", "dial_timeout", "master_na
 // OpenNode opens the node n with a rueidis client and rueidisnode.New
 // (see the package documentation for the URL mapping). It is
 // Client().OpenNode.
-func OpenNode(n envconfig.Node) (redlock.Backend, io.Closer, error) {
+func OpenNode(n envconfig.Node) (driver.Node, io.Closer, error) {
 	opt, err := clientOption(n)
 	if err != nil {
 		return nil, nil, err
+	}
+	// The option names a cluster or Sentinel node as goredis does
+	// (rueidisnode.New refuses those clients without it).
+	opts := []rueidisnode.Option{rueidisnode.WithClientOption(opt)}
+	if n.ReplicaAck > 0 {
+		opts = append(opts, rueidisnode.WithReplicaAck(n.ReplicaAck, n.ReplicaAckTimeout))
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
@@ -95,9 +101,7 @@ func OpenNode(n envconfig.Node) (redlock.Backend, io.Closer, error) {
 		c.Close()
 		return nil, nil, n.Invalid(fmt.Errorf("the rueidis client is in %s mode, not %s as the URL says", c.Mode(), want))
 	}
-	// The option names a cluster or Sentinel node as goredis does
-	// (rueidisnode.New refuses those clients without it).
-	b, err := rueidisnode.New(c, rueidisnode.WithClientOption(opt))
+	b, err := rueidisnode.New(c, opts...)
 	if err != nil {
 		c.Close()
 		return nil, nil, n.Invalid(err)
@@ -120,10 +124,6 @@ func wantMode(n envconfig.Node) rueidis.ClientMode {
 // clientOption maps n onto rueidis's options, refusing what rueidis
 // cannot do as the URL asks.
 func clientOption(n envconfig.Node) (rueidis.ClientOption, error) {
-	if n.ReplicaAck > 0 {
-		return rueidis.ClientOption{}, n.Invalid(fmt.Errorf("%s: not supported with %s=%s (the rueidis adapter sends no WAIT); use %s=%s for replica acknowledgement",
-			envconfig.ParamReplicaAck, envconfig.VarClient, envconfig.ClientRueidis, envconfig.VarClient, envconfig.ClientGoRedis))
-	}
 	for _, p := range n.Params {
 		if !slices.Contains(supported, p) {
 			return rueidis.ClientOption{}, n.Invalid(fmt.Errorf("query parameter %s: not supported with %s=%s (supported: %v)",

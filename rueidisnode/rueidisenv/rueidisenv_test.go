@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/envconfig"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/rueidisnode"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -42,7 +44,7 @@ func load(t *testing.T, env map[string]string) envconfig.Config {
 func node(t *testing.T, u string) envconfig.Node {
 	t.Helper()
 	var got envconfig.Node
-	lib := envconfig.Client{Name: envconfig.ClientRueidis, OpenNode: func(n envconfig.Node) (redlock.Backend, io.Closer, error) {
+	lib := envconfig.Client{Name: envconfig.ClientRueidis, OpenNode: func(n envconfig.Node) (driver.Node, io.Closer, error) {
 		got = n
 		return nil, nil, errStop
 	}}
@@ -104,8 +106,6 @@ func TestClientOption(t *testing.T) {
 func TestClientOptionRefused(t *testing.T) {
 	pw := "alice:" + url.PathEscape(secret) + "@"
 	for _, tt := range []struct{ url, says string }{
-		{"redis://" + pw + "127.0.0.1:1?replica_ack=1&replica_ack_timeout=1s", "replica_ack"},
-		{"redis+sentinel://" + pw + "127.0.0.1:1?master_name=m&replica_ack=1&replica_ack_timeout=1s", "replica_ack"},
 		{"redis://" + pw + "127.0.0.1:1?pool_size=10", "pool_size"},
 		{"redis://127.0.0.1:1?read_timeout=1s", "read_timeout"},
 		{"redis+cluster://127.0.0.1:1?route_randomly=true", "route_randomly"},
@@ -191,14 +191,22 @@ func TestOpenReadsDotEnv(t *testing.T) {
 	assert.Contains(t, err.Error(), "127.0.0.1:1")
 }
 
-// TestOpenNodeIsRueidis: OpenNode's backend is the rueidis adapter's.
+// TestOpenNodeIsRueidis: OpenNode's node is the rueidis adapter's, with
+// replica acknowledgement when the URL asks for it.
 func TestOpenNodeIsRueidis(t *testing.T) {
 	addr := redistest.Start(t, 1).Addrs()[0]
 	b, cl, err := OpenNode(node(t, "redis://"+addr))
 	require.NoError(t, err)
 	defer cl.Close()
-	assert.Equal(t, "*rueidisnode.node", fmt.Sprintf("%T", b))
-	assert.Equal(t, addr, b.Name())
+	assert.Equal(t, "*rueidisnode.Node", fmt.Sprintf("%T", b))
+	assert.Equal(t, driver.Info{Name: addr}, b.Info())
+
+	b, cl, err = OpenNode(node(t, "redis://"+addr+"?replica_ack=2&replica_ack_timeout=5ms"))
+	require.NoError(t, err)
+	defer cl.Close()
+	assert.True(t, b.Info().ReplicaAck, "replica_ack is rueidisnode.WithReplicaAck")
+	_, err = b.Eval(t.Context(), driver.NewScript("set", `return redis.call("set", KEYS[1], "v")`), []string{"acked"})
+	assert.ErrorIs(t, err, rueidisnode.ErrReplicaAck, "the server has no replica")
 }
 
 // TestClusterNode: a redis+cluster:// URL opens a rueidis cluster client
@@ -244,7 +252,7 @@ func sharedKeyExcludes(t *testing.T, u string) {
 }
 
 // open opens c with this package's Client; closed when the test ends.
-func open(t *testing.T, c envconfig.Config) redlock.Locker {
+func open(t *testing.T, c envconfig.Config) *redlock.Redlock {
 	t.Helper()
 	l, closer, err := c.OpenWith(Client())
 	require.NoError(t, err)

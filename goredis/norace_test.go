@@ -1,5 +1,0 @@
-//go:build !race
-
-package goredis
-
-const raceEnabled = false
