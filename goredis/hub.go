@@ -157,16 +157,20 @@ func (s *subscription) write(mu sync.Locker) {
 
 // flush writes one round, every write even after one failed, so that
 // what go-redis resubscribes after a reconnect is what was planned.
-func (s *subscription) flush(p subhub.Plan) error {
+func (s *subscription) flush(p subhub.Plan) (first error) {
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
 	defer cancel()
 	ps := s.pubSub()
-	var first error
 	keep := func(err error) {
 		if first == nil {
 			first = err
 		}
 	}
+	defer func() { // go-redis reading a garbage greeting on a new connection
+		if p := recover(); p != nil {
+			keep(&clientPanic{value: p})
+		}
+	}()
 	if len(p.Unsubscribe) > 0 {
 		keep(ps.Unsubscribe(ctx, p.Unsubscribe...))
 	}
@@ -188,7 +192,7 @@ func (s *subscription) receive(mu sync.Locker, sharded bool) {
 		if sharded && !s.waitDialled(mu) {
 			return
 		}
-		msg, err := s.pubSub().Receive(s.ctx)
+		msg, err := s.receiveOne()
 		if err != nil {
 			select {
 			case <-s.Closing:
@@ -220,8 +224,10 @@ func (s *subscription) receive(mu sync.Locker, sharded bool) {
 			case <-t.C:
 			}
 			pause = min(2*pause, maxReceivePause)
-			if moved {
-				s.reopen(mu) // the slot has another master now
+			if _, broken := errors.AsType[*clientPanic](err); moved || broken {
+				// The slot has another master now, or the connection's
+				// stream cannot be read any more.
+				s.reopen(mu)
 			}
 			continue
 		}
@@ -245,6 +251,19 @@ func (s *subscription) receive(mu sync.Locker, sharded bool) {
 			s.reopen(mu)
 		}
 	}
+}
+
+// receiveOne receives the next message, turning a panic of go-redis
+// reading it (a node answering garbage: a message that is not one) into
+// an error, after which receive reopens the connection.
+func (s *subscription) receiveOne() (msg any, err error) {
+	ps := s.pubSub()
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, &clientPanic{value: p}
+		}
+	}()
+	return ps.Receive(s.ctx)
 }
 
 // pubSub returns the current pub/sub connection.

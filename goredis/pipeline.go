@@ -2,6 +2,7 @@ package goredis
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -53,7 +54,7 @@ func (q *coalescer) process(ctx context.Context, cmd redis.Cmder) error {
 	if !q.busy { // alone: send it ourselves, on our own context
 		q.busy = true
 		q.mu.Unlock()
-		_ = q.c.Process(ctx, cmd)
+		q.processAlone(ctx, cmd)
 		q.mu.Lock()
 		if len(q.queue) > 0 {
 			q.startSender() // for those who queued meanwhile
@@ -128,16 +129,7 @@ func (q *coalescer) send() {
 		ctx, f := q.takeOff(batch)
 		q.mu.Unlock()
 
-		if len(batch) == 1 {
-			_ = q.c.Process(ctx, batch[0].cmd)
-		} else {
-			pipe := q.c.Pipeline()
-			for _, w := range batch {
-				_ = pipe.Process(ctx, w.cmd)
-			}
-			_, _ = pipe.Exec(ctx) // each command carries its own result
-			f.cancel()
-		}
+		q.sendBatch(ctx, f, batch)
 
 		q.mu.Lock() // callers check w.done under q.mu when they give up
 		for i, w := range batch {
@@ -148,6 +140,53 @@ func (q *coalescer) send() {
 	}
 	q.busy = false
 	q.mu.Unlock()
+}
+
+// sendBatch sends batch, one command alone or as a pipeline. This is the
+// sender goroutine, which no caller can recover: a panic of go-redis
+// reading a reply it cannot make sense of (a node answering garbage: a
+// bulk length of 2^63-1 makes it panic) becomes every command's error, and
+// send still signals every caller and sends what queued meanwhile.
+func (q *coalescer) sendBatch(ctx context.Context, f *flight, batch []*call) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, w := range batch {
+				w.cmd.SetErr(&clientPanic{value: p})
+			}
+		}
+		if f.cancel != nil {
+			f.cancel()
+		}
+	}()
+	if len(batch) == 1 {
+		_ = q.c.Process(ctx, batch[0].cmd)
+		return
+	}
+	pipe := q.c.Pipeline()
+	for _, w := range batch {
+		_ = pipe.Process(ctx, w.cmd)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own result
+}
+
+// processAlone is process's send of a lone command on its caller's
+// goroutine, with the recovery of sendBatch: q.busy must be reset after a
+// panic, or no later command would ever be sent.
+func (q *coalescer) processAlone(ctx context.Context, cmd redis.Cmder) {
+	defer func() {
+		if p := recover(); p != nil {
+			cmd.SetErr(&clientPanic{value: p})
+		}
+	}()
+	_ = q.c.Process(ctx, cmd)
+}
+
+// clientPanic is the error of a command whose sending or reading made
+// go-redis panic: the node's reply could not be read.
+type clientPanic struct{ value any }
+
+func (e *clientPanic) Error() string {
+	return fmt.Sprintf("goredis: the node's reply could not be read (go-redis panicked: %v)", e.value)
 }
 
 // takeOff marks batch as in flight (q.mu held) and returns its context:

@@ -433,3 +433,108 @@ func TestCoalescerCallerThatGaveUpSendsNothing(t *testing.T) {
 	assert.Zero(t, g.singles.Load())
 	assert.False(t, q.flying())
 }
+
+// panicky is a go-redis hook that panics as go-redis does reading a bulk
+// length of 2^63-1, on the next lone INCR (solo) or the next pipeline of
+// them (piped); after holdNext, it holds the next lone INCR until hold
+// closes.
+type panicky struct {
+	solo, piped, holdNext atomic.Bool
+	hold                  chan struct{}
+	held                  atomic.Int64
+}
+
+func (h *panicky) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *panicky) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "incr" {
+			if h.solo.CompareAndSwap(true, false) {
+				panic("runtime error: makeslice: len out of range")
+			}
+			if h.holdNext.CompareAndSwap(true, false) {
+				h.held.Add(1)
+				<-h.hold
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *panicky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() == "incr" && h.piped.CompareAndSwap(true, false) {
+			panic("runtime error: makeslice: len out of range")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// isBusy reports whether a command or the sender is in flight.
+func (q *coalescer) isBusy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.busy
+}
+
+// A panic of go-redis while it sends or reads (a node answering garbage)
+// is the error of every command it concerns, on the sender goroutine,
+// which no caller can recover, and on a lone caller's; either way every
+// caller returns, and the coalescer sends the next commands.
+func TestCoalescerRecoversClientPanic(t *testing.T) {
+	c := redistest.Client(t, miniredis.RunT(t).Addr())
+	require.NoError(t, c.Ping(t.Context()).Err())
+	h := &panicky{hold: make(chan struct{})}
+	c.AddHook(h)
+	q := &coalescer{c: c}
+	incr := func() (int64, error) {
+		cmd := redis.NewIntCmd(t.Context(), "incr", "n")
+		err := q.process(t.Context(), cmd)
+		return cmd.Val(), err
+	}
+	panicked := func(err error) {
+		t.Helper()
+		var cp *clientPanic
+		require.ErrorAs(t, err, &cp)
+		assert.ErrorContains(t, err, "could not be read")
+		assert.ErrorContains(t, err, "makeslice: len out of range", "the error carries the panic's value")
+	}
+
+	// A batch: the first caller flies, held; three queue behind it and go
+	// out as one pipeline, which panics on the sender goroutine.
+	first := make(chan error, 1)
+	h.holdNext.Store(true)
+	go func() { _, err := incr(); first <- err }()
+	testwait.Until(t, "the first caller in flight", func() bool { return h.held.Load() == 1 })
+	const queued = 3
+	errs := make(chan error, queued)
+	for range queued {
+		go func() { _, err := incr(); errs <- err }()
+	}
+	testwait.Until(t, "three callers queued", func() bool { return q.queued() == queued })
+	h.piped.Store(true)
+	close(h.hold)
+	require.NoError(t, <-first)
+	for range queued {
+		select {
+		case err := <-errs:
+			panicked(err)
+		case <-time.After(watchdog):
+			t.Fatal("a caller of the batch that panicked did not return")
+		}
+	}
+	testwait.Until(t, "the sender done", func() bool { return !q.isBusy() })
+	n, err := incr()
+	require.NoError(t, err, "the coalescer sends after a batch panicked")
+	assert.EqualValues(t, 2, n, "the first INCR and this one ran; the batch's never reached the node")
+
+	// A lone caller: the panic reaches it (the core recovers it too), and
+	// the coalescer is idle again after it.
+	h.solo.Store(true)
+	_, err = incr()
+	panicked(err)
+	assert.False(t, q.isBusy(), "a lone caller's panic leaves the coalescer idle")
+	n, err = incr()
+	require.NoError(t, err, "the coalescer sends after a lone command panicked")
+	assert.EqualValues(t, 3, n)
+}

@@ -224,11 +224,18 @@ func (s *subscription) flush(dc rueidis.DedicatedClient, p subhub.Plan) error {
 	return err
 }
 
-// do sends round as one pipeline and returns the first error.
-func do(ctx context.Context, dc rueidis.DedicatedClient, round rueidis.Commands) error {
+// do sends round as one pipeline and returns the first error; a panic of
+// rueidis reading the replies on this goroutine (a node answering
+// garbage), which no caller could recover, is the error.
+func do(ctx context.Context, dc rueidis.DedicatedClient, round rueidis.Commands) (err error) {
 	if len(round) == 0 {
 		return nil
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = &clientPanic{value: p}
+		}
+	}()
 	for _, r := range dc.DoMulti(ctx, round...) {
 		if err := r.Error(); err != nil {
 			return err

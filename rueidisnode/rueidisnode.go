@@ -146,11 +146,26 @@ func (n *Node) Eval(ctx context.Context, script *driver.Script, keys []string, a
 
 // run sends one script call, never resent (it is not marked retryable),
 // and converts its reply.
-func (n *Node) run(ctx context.Context, cmd rueidis.Completed) (any, error) {
+func (n *Node) run(ctx context.Context, cmd rueidis.Completed) (r any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, &clientPanic{value: p}
+		}
+	}()
 	if n.ack != nil {
 		return n.ack.run(ctx, n, cmd)
 	}
 	return value(n.c.Do(ctx, cmd))
+}
+
+// clientPanic is the error of a call that made rueidis panic, reading a
+// reply on the caller's goroutine (a node answering garbage: a bulk length
+// of 2^63-1). rueidis's own reading goroutine is out of the adapter's
+// reach, and a connection whose read panicked may stay unusable.
+type clientPanic struct{ value any }
+
+func (e *clientPanic) Error() string {
+	return fmt.Sprintf("rueidisnode: the node's reply could not be read (rueidis panicked: %v)", e.value)
 }
 
 // value converts a script's reply to the contract's types: an integer to
