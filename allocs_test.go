@@ -49,9 +49,11 @@ func TestNewToken(t *testing.T) {
 // allocates on its own.
 //
 // At one node a Lock+Unlock is, beside the fake node's allocations per
-// call: the token, the Lock, the outcome slice and the deadline context
-// of each round, and per script call its keys, its arguments and the TTL
-// in text; over several nodes, each round's goroutines too.
+// call: the token, the Lock, each round's fan (its context and outcomes,
+// quorum.go) and its call, and per script call its keys, its arguments
+// and the TTL in text; over several nodes, each round's func value for
+// its goroutines too. WithFencing adds the fence counters and a longer
+// key list per call.
 func TestAllocationsPerOperation(t *testing.T) {
 	if redlock.RaceEnabled {
 		t.Skip("the race detector allocates on its own")
@@ -69,11 +71,11 @@ func TestAllocationsPerOperation(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, c := range []struct {
-		nodes                                   int
-		lockUnlock, withOption, tryHeld, extend float64
+		nodes                                           int
+		lockUnlock, withOption, fenced, tryHeld, extend float64
 	}{
-		{1, 19, 20, 12, 10},
-		{3, 41, 42, 24, 21},
+		{1, 13, 14, 18, 9, 8},
+		{3, 29, 30, 38, 18, 21},
 	} {
 		t.Run(fmt.Sprintf("N=%d", c.nodes), func(t *testing.T) {
 			opts := []redlock.Option{redlock.WithTTL(10 * time.Second), redlock.WithStrategy(redlock.Reject())}
@@ -93,6 +95,7 @@ func TestAllocationsPerOperation(t *testing.T) {
 			assert.LessOrEqual(t, testing.AllocsPerRun(100, lockUnlock()), c.lockUnlock, "Lock+Unlock")
 			assert.LessOrEqual(t, testing.AllocsPerRun(100, lockUnlock(redlock.WithTTL(time.Minute))), c.withOption,
 				"Lock+Unlock with an option: one allocation more, the call's configuration")
+			assert.LessOrEqual(t, testing.AllocsPerRun(100, lockUnlock(redlock.WithFencing())), c.fenced, "fenced Lock+Unlock")
 
 			l, err := lk.Lock(ctx, "k")
 			require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,17 +32,27 @@ type round struct {
 // outlives it. refused is the error recorded for a node that answered no;
 // any other error is reported to the observer as an EventNodeError of op.
 func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCall) round {
-	r := round{nodes: s.nodes, errs: make([]error, len(s.nodes))}
+	f := &fan{s: s, op: op, refused: refused, call: call}
 	// One deadline for the round bounds every node call, as they all start
 	// together; a context per node would cost allocations each.
-	rc := newRoundCtx(ctx, s.cfg.timeout())
-	defer rc.end(context.Canceled)
-	var wg sync.WaitGroup
-	for i := 1; i < len(s.nodes); i++ {
-		wg.Go(func() { s.one(rc, op, refused, call, r.errs, i) })
+	f.ctx.init(ctx, s.cfg.timeout())
+	defer f.ctx.end(context.Canceled)
+	n := len(s.nodes)
+	if n <= len(f.inline) {
+		f.errs = f.inline[:n]
+	} else {
+		f.errs = make([]error, n)
 	}
-	s.one(rc, op, refused, call, r.errs, 0) // the calling goroutine does one node's work
-	wg.Wait()
+	if n > 1 {
+		f.work = f.worker // one func value: each go f.work() allocates nothing more
+		f.wg.Add(n - 1)
+		for range n - 1 {
+			go f.work()
+		}
+	}
+	f.one(0) // the calling goroutine does one node's work
+	f.wg.Wait()
+	r := round{nodes: s.nodes, errs: f.errs}
 	for _, err := range r.errs {
 		if err == nil {
 			r.granted++
@@ -50,14 +61,62 @@ func (s scope) fanOut(ctx context.Context, op string, refused error, call nodeCa
 	return r
 }
 
+// fanInline is how many nodes' answers a fan holds without allocating.
+const fanInline = 7
+
+// fan is one round in flight, in one allocation: its context, what every
+// node is asked, and the answers (for up to fanInline nodes). The round
+// it returns keeps its answers, and a node call that keeps the context
+// keeps the fan.
+type fan struct {
+	ctx     roundCtx
+	s       scope
+	op      string
+	refused error
+	call    nodeCall
+	errs    []error
+	inline  [fanInline]error
+	next    atomic.Int32 // the last node taken by a goroutine (fan.worker)
+	wg      sync.WaitGroup
+	work    func() // f.worker, made once per round
+}
+
+// worker does the work of the next node of the round not yet taken.
+func (f *fan) worker() {
+	defer f.wg.Done()
+	f.one(int(f.next.Add(1)))
+}
+
+// one runs the round's call on node i.
+func (f *fan) one(i int) { f.s.one(&f.ctx, f.op, f.refused, f.call, f.errs, i) }
+
 // one runs call on node i and records its answer.
-func (s scope) one(ctx context.Context, op string, refused error, call nodeCall, errs []error, i int) {
+func (s scope) one(ctx *roundCtx, op string, refused error, call nodeCall, errs []error, i int) {
 	var start time.Time
 	if s.cfg.observer != nil {
 		start = s.cfg.clock.Now()
 	}
 	ok, err := guarded(ctx, call, i, s.nodes[i])
+	if err != nil && isTimeout(err) {
+		err = s.timedOut(ctx, err)
+	}
 	s.record(ctx, op, refused, errs, i, start, ok, err)
+}
+
+// isTimeout reports whether err is a deadline that passed: the context's,
+// or a socket's (a net.Error whose Timeout is true).
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
+
+// timedOut says which deadline a node call that timed out missed: the
+// per-node timeout, or the caller's own when it came first.
+func (s scope) timedOut(ctx *roundCtx, err error) error {
+	if d, ok := ctx.Context.Deadline(); ok && !d.After(ctx.deadline) {
+		return fmt.Errorf("no answer before the caller's deadline: %w", err)
+	}
+	return fmt.Errorf("no answer within the node timeout (%v): %w", s.cfg.timeout(), err)
 }
 
 // guarded makes node i's call, turning a panic in the adapter or its

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -97,3 +98,80 @@ func TestRoundCtxEnd(t *testing.T) {
 }
 
 type ctxKey struct{}
+
+// A round that ends before its deadline gives its timer back for the next
+// round; the timer then ends the next round at its own deadline, and
+// never the round it served before.
+func TestRoundCtxTimerReused(t *testing.T) {
+	first := newRoundCtx(context.Background(), time.Hour)
+	_ = first.Done()
+	timer := first.timer
+	first.end(context.Canceled)
+
+	second := newRoundCtx(context.Background(), 10*time.Millisecond)
+	defer second.end(context.Canceled)
+	select {
+	case <-second.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done was not closed at the deadline")
+	}
+	if err := second.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Err() after the deadline = %v, want DeadlineExceeded", err)
+	}
+	if err := first.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first round's Err() = %v, want Canceled still", err)
+	}
+	if !RaceEnabled && second.timer != timer { // the race detector's sync.Pool drops at random
+		t.Error("the second round made a timer; want the first round's, back from the pool")
+	}
+}
+
+// A round ended before Done is asked answers Done with a closed channel
+// and makes no timer.
+func TestRoundCtxDoneAfterEnd(t *testing.T) {
+	c := newRoundCtx(context.Background(), time.Hour)
+	c.end(context.Canceled)
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("Done of an ended round is not closed")
+	}
+	if c.timer != nil {
+		t.Error("Done of an ended round started a timer")
+	}
+}
+
+// Rounds whose end races their deadline, many at once (run with -race):
+// each Done is closed exactly once, Err agrees with it, and a timer that
+// fired is never handed to another round.
+func TestRoundCtxEndRacesDeadline(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				c := newRoundCtx(context.Background(), time.Duration((g+i)%5)*50*time.Microsecond)
+				done := c.Done()
+				if i%2 == 0 {
+					time.Sleep(time.Duration(i%3) * 50 * time.Microsecond)
+				}
+				c.end(context.Canceled)
+				<-done
+				if err := c.Err(); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Err() = %v, want Canceled or DeadlineExceeded", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// A round after all that still lasts until its own deadline.
+	c := newRoundCtx(context.Background(), time.Hour)
+	defer c.end(context.Canceled)
+	done := c.Done()
+	time.Sleep(5 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("a round of an hour ended early: %v", c.Err())
+	default:
+	}
+}

@@ -17,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/driver"
@@ -34,6 +36,7 @@ type Node struct {
 	q    coalescer   // concurrent commands go out as one pipeline
 	ack  *replicaAck // WithReplicaAck; nil without
 	hub  hub         // standalone and failover clients
+	tls  bool        // the client connects with TLS (explain)
 
 	mu     sync.Mutex
 	hubs   map[uint16]*hub // a cluster's, by hash slot; created on first use
@@ -70,7 +73,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{c: c, q: coalescer{c: c}, ack: ack, info: driver.Info{Name: name, ReplicaAck: ack != nil}}
+	n := &Node{c: c, q: coalescer{c: c}, ack: ack, tls: usesTLS(c), info: driver.Info{Name: name, ReplicaAck: ack != nil}}
 	if _, ok := c.(*redis.ClusterClient); ok {
 		n.info.Cluster = true
 		n.hubs = map[uint16]*hub{}
@@ -115,31 +118,21 @@ func (n *Node) Eval(ctx context.Context, script *driver.Script, keys []string, a
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing sent
 	}
-	argv := make([]any, 3+len(keys)+len(args))
-	argv[0], argv[1], argv[2] = "evalsha", script.Hash(), len(keys)
-	for i, k := range keys {
-		argv[3+i] = k
-	}
-	for i, a := range args {
-		argv[3+len(keys)+i] = a
-	}
-	r, err := n.run(ctx, keys, argv)
+	r, err := n.run(ctx, keys, newEvalCmd(ctx, "evalsha", script.Hash(), keys, args))
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// NOSCRIPT: the node ran nothing, so sending EVAL is no resend.
-		argv[0], argv[1] = "eval", script.Source()
-		r, err = n.run(ctx, keys, argv)
+		r, err = n.run(ctx, keys, newEvalCmd(ctx, "eval", script.Source(), keys, args))
 	}
 	return r, err
 }
 
 // run sends one script call, never resent, and returns its reply.
-func (n *Node) run(ctx context.Context, keys []string, argv []any) (any, error) {
-	cmd := redis.NewCmd(ctx, argv...)
+func (n *Node) run(ctx context.Context, keys []string, cmd *evalCmd) (any, error) {
 	var err error
 	if n.ack != nil {
 		err = n.ack.process(ctx, n, keys, cmd)
 	} else {
-		err = n.q.process(ctx, sendOnce{cmd})
+		err = n.q.process(ctx, cmd)
 	}
 	if err == nil {
 		err = cmd.Err()
@@ -151,11 +144,83 @@ func (n *Node) run(ctx context.Context, keys []string, argv []any) (any, error) 
 		// go-redis reloads its slot map after MOVED, not after a network
 		// error of a NoRetry command: it would keep calling a dead master.
 		n.c.(*redis.ClusterClient).ReloadState(context.Background())
-		return nil, err
+		return nil, n.explain(err)
 	case err != nil:
-		return nil, err
+		return nil, n.explain(err)
 	}
 	return cmd.Val(), nil
+}
+
+// evalInline is how many strings (the script's hash or source, its keys
+// and arguments) an evalCmd holds without allocating more: those of the
+// scripts of a plain or fenced lock on one key (acquire, extend, raise the
+// fence, release); the others cost two allocations more.
+const evalInline = 6
+
+// evalCmd is one script call, made in two allocations (itself and its
+// redis.Cmd) however many keys and arguments it has, where boxing each
+// string into the command's []any would cost one each: argv holds the
+// verb, the number of keys and a strArg per string, which points at the
+// call's own copy of it in strs (not at the caller's slices, which the
+// caller owns again once Eval returns, while a command given up in flight
+// is still written by the coalescer's sender). It is a pointer, so it is a
+// redis.Cmder without boxing too; it is never resent (NoRetry): a retry
+// would answer for the first execution.
+type evalCmd struct {
+	*redis.Cmd
+	argv [3 + evalInline]any
+	strs [evalInline]string
+}
+
+func (*evalCmd) NoRetry() bool { return true }
+
+// newEvalCmd makes the command verb (the constant "evalsha" or "eval",
+// boxed without allocating) of script (its hash or source), keys, args.
+func newEvalCmd(ctx context.Context, verb any, script string, keys, args []string) *evalCmd {
+	c := new(evalCmd)
+	strs, argv := c.strs[:0], c.argv[:0]
+	if n := 1 + len(keys) + len(args); n > evalInline {
+		strs, argv = make([]string, 0, n), make([]any, 0, 2+n)
+	}
+	strs = append(append(append(strs, script), keys...), args...)
+	argv = append(argv, verb, strArg{&strs[0]}, numKeys(len(keys)))
+	for i := 1; i < len(strs); i++ {
+		argv = append(argv, strArg{&strs[i]})
+	}
+	c.Cmd = redis.NewCmd(ctx, argv...)
+	return c
+}
+
+// strArg is a string argument of a command that go-redis writes as the
+// string (encoding.BinaryMarshaler, without a copy) and hooks print as it
+// (fmt.Stringer). Holding only a pointer, it is stored in an interface
+// without the allocation that boxing a string costs.
+type strArg struct{ s *string }
+
+// MarshalBinary returns the string's bytes, which go-redis only writes
+// to the connection: they must not be modified.
+func (a strArg) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(*a.s), len(*a.s)), nil
+}
+
+func (a strArg) String() string { return *a.s }
+
+// smallCounts are the numbers of keys as EVAL's argument, boxed once:
+// a string, which go-redis reads without formatting when it looks for a
+// cluster command's first key.
+var smallCounts = func() (a [16]any) {
+	for i := range a {
+		a[i] = strconv.Itoa(i)
+	}
+	return a
+}()
+
+// numKeys is EVAL's number of keys.
+func numKeys(n int) any {
+	if n < len(smallCounts) {
+		return smallCounts[n]
+	}
+	return strconv.Itoa(n)
 }
 
 // sendOnce marks a command, and a pipeline holding it, that go-redis must
