@@ -1,39 +1,14 @@
 package goredis
 
 import (
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/badnode"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
-
-// badNodeTimeout is the per-node timeout of the lockers over a bad node:
-// short, since a silent node costs it on every round.
-const badNodeTimeout = 150 * time.Millisecond
-
-// badNodeBound bounds one primitive's calls over a bad node.
-const badNodeBound = 5 * time.Second
-
-// bounded runs op, failing t if it takes longer than badNodeBound.
-func bounded(t *testing.T, what string, f func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(badNodeBound):
-		t.Fatalf("%s did not return within %v", what, badNodeBound)
-		return nil
-	}
-}
 
 // A node that answers garbage, in every shape, costs its vote and never
 // the process: through every primitive, a Single over it fails, a Redlock
@@ -42,53 +17,11 @@ func bounded(t *testing.T, what string, f func() error) error {
 func TestBadNodeNeverTakesTheProcessDown(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	t.Run("shapes", func(t *testing.T) {
-		// The rows mostly wait out node timeouts: eight at a time, where
-		// t.Parallel would run GOMAXPROCS of them, and all at once would
-		// miss the node timeout on a loaded machine.
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		slots := make(chan struct{}, 8)
-		for _, shape := range badnode.Shapes() {
-			for _, quorum := range []bool{false, true} {
-				name := shape.String() + "/Single"
-				if quorum {
-					name = shape.String() + "/Redlock"
-				}
-				wg.Go(func() {
-					slots <- struct{}{}
-					defer func() { <-slots }()
-					t.Run(name, func(t *testing.T) { badNodeRows(t, shape, quorum) })
-				})
-			}
-		}
+		badnode.RunRows(t, func(t *testing.T, addr string) driver.Node {
+			c := redistest.Client(t, addr)
+			// Connected before the short node timeouts: the handshake is sound.
+			require.NoError(t, c.Ping(t.Context()).Err())
+			return adapt(t, c)
+		}, nil)
 	})
-}
-
-// badNodeRows runs every primitive over a bad node answering shape: over
-// a Single of it, each must fail; over a Redlock of it and two miniredis
-// (quorum), each must succeed.
-func badNodeRows(t *testing.T, shape badnode.Shape, quorum bool) {
-	bad := badnode.Start(t, shape)
-	addrs := []string{bad.Addr()}
-	if quorum {
-		addrs = append(addrs, miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr())
-	}
-	nodes := make([]driver.Node, len(addrs))
-	for i, addr := range addrs {
-		c := redistest.Client(t, addr)
-		// Connected before the short node timeouts: the handshake is sound.
-		require.NoError(t, c.Ping(t.Context()).Err())
-		nodes[i] = adapt(t, c)
-	}
-	r := newRedlock(t, nodes, redlock.WithNodeTimeout(badNodeTimeout), redlock.WithStrategy(redlock.Reject()))
-	for _, op := range badnode.Primitives {
-		before := bad.Commands()
-		err := bounded(t, op.Name, func() error { return op.Use(t.Context(), r, fresh("bad")) })
-		if quorum {
-			require.NoError(t, err, "%s with one bad node of three", op.Name)
-		} else {
-			require.Error(t, err, "%s over a bad node alone", op.Name)
-		}
-		require.Greater(t, bad.Commands(), before, "%s reached the bad node", op.Name)
-	}
 }
