@@ -87,20 +87,18 @@ func (f *fan) worker() {
 	f.one(int(f.next.Add(1)))
 }
 
-// one runs the round's call on node i.
-func (f *fan) one(i int) { f.s.one(&f.ctx, f.op, f.refused, f.call, f.errs, i) }
-
-// one runs call on node i and records its answer.
-func (s scope) one(ctx *roundCtx, op string, refused error, call nodeCall, errs []error, i int) {
+// one runs the round's call on node i and records its answer.
+func (f *fan) one(i int) {
+	s := f.s
 	var start time.Time
 	if s.cfg.observer != nil {
 		start = s.cfg.clock.Now()
 	}
-	ok, err := guarded(ctx, call, i, s.nodes[i])
+	ok, err := guarded(&f.ctx, f.call, i, s.nodes[i])
 	if err != nil && isTimeout(err) {
-		err = s.timedOut(ctx, err)
+		err = s.timedOut(&f.ctx, err)
 	}
-	s.record(ctx, op, refused, errs, i, start, ok, err)
+	s.record(&f.ctx, f.op, f.refused, f.errs, i, start, ok, err)
 }
 
 // isTimeout reports whether err is a deadline that passed: the context's,

@@ -36,15 +36,8 @@ type roundCtx struct {
 	unhook func() bool    // stops the hook on the parent's cancellation, once done is made
 }
 
-// newRoundCtx returns parent bounded by timeout from now; end must be
-// called when the round is over.
-func newRoundCtx(parent context.Context, timeout time.Duration) *roundCtx {
-	c := new(roundCtx)
-	c.init(parent, timeout)
-	return c
-}
-
-// init sets up c, zero, as newRoundCtx's context.
+// init sets up c, zero, as parent bounded by timeout from now; end must
+// be called when the round is over.
 func (c *roundCtx) init(parent context.Context, timeout time.Duration) {
 	d := time.Now().Add(timeout)
 	if pd, ok := parent.Deadline(); ok && pd.Before(d) {

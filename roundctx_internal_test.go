@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+// newRoundCtx is a round's context on its own, outside a fan.
+func newRoundCtx(parent context.Context, timeout time.Duration) *roundCtx {
+	c := new(roundCtx)
+	c.init(parent, timeout)
+	return c
+}
+
 func TestRoundCtxDeadline(t *testing.T) {
 	parent, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()

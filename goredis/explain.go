@@ -19,7 +19,7 @@ import (
 func (n *Node) explain(err error) error {
 	switch {
 	case isTimeout(err) && n.c.PoolStats().TotalConns == 0:
-		if n.tls {
+		if usesTLS(n.c) {
 			return fmt.Errorf("no connection was ready: the TLS handshake did not finish (does the server speak TLS at this address?): %w", err)
 		}
 		return fmt.Errorf("no connection was ready (the server accepted none, or did not answer its greeting): %w", err)

@@ -36,7 +36,6 @@ type Node struct {
 	q    coalescer   // concurrent commands go out as one pipeline
 	ack  *replicaAck // WithReplicaAck; nil without
 	hub  hub         // standalone and failover clients
-	tls  bool        // the client connects with TLS (explain)
 
 	mu     sync.Mutex
 	hubs   map[uint16]*hub // a cluster's, by hash slot; created on first use
@@ -73,7 +72,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{c: c, q: coalescer{c: c}, ack: ack, tls: usesTLS(c), info: driver.Info{Name: name, ReplicaAck: ack != nil}}
+	n := &Node{c: c, q: coalescer{c: c}, ack: ack, info: driver.Info{Name: name, ReplicaAck: ack != nil}}
 	if _, ok := c.(*redis.ClusterClient); ok {
 		n.info.Cluster = true
 		n.hubs = map[uint16]*hub{}
