@@ -197,7 +197,7 @@ func newRedlockRueidis(clients []*redis.Client, flushDelay time.Duration) (Conte
 	}
 	bs := make([]driver.Node, len(clients))
 	for i, c := range clients {
-		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{c.Options().Addr}, MaxFlushDelay: flushDelay})
+		rc, err := rueidis.NewClient(rueidisnode.Guard(rueidis.ClientOption{InitAddress: []string{c.Options().Addr}, MaxFlushDelay: flushDelay}))
 		if err != nil {
 			closeAll()
 			return nil, err

@@ -19,9 +19,10 @@ func TestBadNodeNeverTakesTheProcessDown(t *testing.T) {
 	t.Run("shapes", func(t *testing.T) {
 		badnode.RunRows(t, func(t *testing.T, addr string) driver.Node {
 			c := redistest.Client(t, addr)
+			n := adapt(t, c) // before the first connection: every one is guarded
 			// Connected before the short node timeouts: the handshake is sound.
 			require.NoError(t, c.Ping(t.Context()).Err())
-			return adapt(t, c)
+			return n
 		}, nil)
 	})
 }

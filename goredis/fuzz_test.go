@@ -9,6 +9,7 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/badnode"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/respguard"
 )
 
 // FuzzNodeReplies has a node answer every script call with the fuzzer's
@@ -26,10 +27,11 @@ func FuzzNodeReplies(f *testing.F) {
 	}
 	bad := badnode.Start(f, badnode.Silence)
 	c := redistest.Client(f, bad.Addr())
+	node := adapt(f, c) // before the first connection: every one is guarded
 	if err := c.Ping(f.Context()).Err(); err != nil {
 		f.Fatal(err)
 	}
-	r := newSingle(f, adapt(f, c), redlock.WithNodeTimeout(50*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
+	r := newSingle(f, node, redlock.WithNodeTimeout(50*time.Millisecond), redlock.WithStrategy(redlock.Reject()))
 	ops := []struct {
 		name string
 		lock func(ctx context.Context, key string) (*redlock.Lock, error)
@@ -43,7 +45,7 @@ func FuzzNodeReplies(f *testing.F) {
 	const bound = 2 * time.Second // a call is a round and a rollback, 50 ms each at most
 	f.Fuzz(func(t *testing.T, reply []byte) {
 		if n, ok := allocates(reply); ok {
-			t.Skipf("a length of %d: go-redis allocates what the node announces, and the runtime ends the process when that fails", n)
+			t.Skipf("a length of %d: within what Redis sends, which go-redis allocates; it only slows the fuzzer", n)
 		}
 		bad.Answer(reply)
 		for _, op := range ops {
@@ -76,11 +78,11 @@ func FuzzNodeReplies(f *testing.F) {
 }
 
 // allocates finds a number in reply that go-redis would take for a length
-// and try to allocate, more than a MiB and less than 2^48: the runtime
-// does not panic on such a make, which a recover could catch, but ends
-// the process when the memory is not there ("fatal error: runtime: out of
-// memory"). That is go-redis's to bound (Redis itself bounds a bulk string
-// at 512 MiB); a length of 2^48 or more panics and is fuzzed.
+// and allocate, more than a MiB and no more than the guard lets through
+// (512 MiB: Redis's own bound on a string). Beyond, the guard refuses the
+// length before go-redis reads it: those inputs are fuzzed, and before
+// the guard they ended the process ("fatal error: runtime: out of
+// memory", which no recover catches).
 func allocates(reply []byte) (int64, bool) {
 	for i := 0; i < len(reply); {
 		if reply[i] < '0' || reply[i] > '9' {
@@ -93,7 +95,7 @@ func allocates(reply []byte) (int64, bool) {
 				n = n*10 + int64(reply[i]-'0')
 			}
 		}
-		if n > 1<<20 && n < 1<<48 {
+		if n > 1<<20 && n <= respguard.Default.MaxBulk {
 			return n, true
 		}
 	}

@@ -53,6 +53,16 @@ var (
 // refuses, with redlock.ErrInvalid, a nil client or option, a ring client,
 // a failover client without WithFailover, and a client without
 // ContextTimeoutEnabled, which the lockers' per-node deadlines need.
+//
+// New adds a dial hook to c: every connection c dials from then on (a
+// cluster client's: every node it creates from then on) ends, with an
+// error naming what was refused, when the node sends what no Redis
+// server sends: a string over 512 MiB, an aggregate over 2^24 elements,
+// a length below -1, a byte that is no RESP type, or a reply to no
+// command. Without it go-redis allocates whatever length it reads (the
+// process dies out of memory) and may hand a stale reply to the next
+// command. Create the node before the client's first command, so that no
+// connection predates the hook.
 func New(c redis.UniversalClient, opts ...Option) (*Node, error) {
 	var o options
 	for _, opt := range opts {
@@ -72,6 +82,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard(c)
 	n := &Node{c: c, q: coalescer{c: c}, ack: ack, info: driver.Info{Name: name, ReplicaAck: ack != nil}}
 	if _, ok := c.(*redis.ClusterClient); ok {
 		n.info.Cluster = true

@@ -40,7 +40,8 @@ const watchdog = testwait.Watchdog
 // package documentation asks (ConnLifetime left at zero), client-side
 // caching off (miniredis has no CLIENT TRACKING), a bounded dial, and
 // rueidis's retries left on: the adapter must not need them off. change,
-// when given, adjusts them.
+// when given, adjusts them; Guard, as the package documentation asks,
+// comes last.
 func clientOption(addrs []string, change ...func(*rueidis.ClientOption)) rueidis.ClientOption {
 	opt := rueidis.ClientOption{
 		InitAddress:  addrs,
@@ -50,7 +51,7 @@ func clientOption(addrs []string, change ...func(*rueidis.ClientOption)) rueidis
 	for _, f := range change {
 		f(&opt)
 	}
-	return opt
+	return Guard(opt)
 }
 
 // newClient makes a client with opt, closed when the test ends.

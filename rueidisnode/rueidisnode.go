@@ -3,7 +3,8 @@
 // client, and delivers release announcements to waiters
 // (driver.Subscriber).
 //
-//	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+//	opt := rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}
+//	c, err := rueidis.NewClient(rueidisnode.Guard(opt))
 //	...
 //	defer c.Close()
 //	node, err := rueidisnode.New(c)

@@ -12,12 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// NodeTimeout is the per-node timeout of the lockers over a bad node:
-// short, since a silent node costs it on every round.
-const NodeTimeout = 150 * time.Millisecond
+// The per-node timeouts of the lockers over a bad node: short, since a
+// silent node costs one on every round. Over a Single, only the bad node
+// answers late; over a Redlock, the two healthy nodes must answer within
+// it while seven other rows run, under the race detector, on two cores.
+const (
+	singleNodeTimeout = 150 * time.Millisecond
+	quorumNodeTimeout = 400 * time.Millisecond
+)
 
 // Bound bounds one primitive's calls over a bad node.
-const Bound = 5 * time.Second
+const Bound = 10 * time.Second
 
 // RunRows runs every primitive (locktest.Primitives) over a server of
 // every shape, through the adapter that connect makes a node of an
@@ -63,11 +68,18 @@ func rows(t *testing.T, shape Shape, quorum bool, connect func(t *testing.T, add
 	for i, addr := range addrs {
 		nodes[i] = connect(t, addr)
 	}
-	r, err := redlock.New(nodes, redlock.WithNodeTimeout(NodeTimeout), redlock.WithStrategy(redlock.Reject()))
+	timeout := singleNodeTimeout
+	if quorum {
+		timeout = quorumNodeTimeout
+	}
+	r, err := redlock.New(nodes, redlock.WithNodeTimeout(timeout), redlock.WithStrategy(redlock.Reject()))
 	require.NoError(t, err)
+	// Patience for the waiting primitives: rounds enough for a lock, its
+	// release and a wait for it.
+	ctx := locktest.WithPatience(t.Context(), 8*timeout)
 	for _, op := range locktest.Primitives {
 		before := bad.Commands()
-		err := bounded(t, op.Name, func() error { return op.Use(t.Context(), r, "bad:"+op.Name) })
+		err := bounded(t, op.Name, func() error { return op.Use(ctx, r, "bad:"+op.Name) })
 		if quorum {
 			require.NoError(t, err, "%s with one bad node of three", op.Name)
 		} else {

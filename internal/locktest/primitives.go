@@ -68,7 +68,7 @@ var Primitives = []Primitive{
 		if err != nil {
 			return err
 		}
-		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // a campaign retries until its context ends
+		cctx, cancel := context.WithTimeout(ctx, patience(ctx)/2) // a campaign retries until its context ends
 		defer cancel()
 		lead, err := e.Campaign(cctx, "me")
 		if err != nil {
@@ -98,10 +98,26 @@ var Primitives = []Primitive{
 			time.AfterFunc(50*time.Millisecond, func() { _ = holder.Unlock(context.Background()) })
 		}
 		// Refused (or failed), it subscribes to the key's releases before
-		// it tries again, until the holder let go or a second passed.
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		// it tries again, until the holder let go or its patience ran out.
+		wctx, cancel := context.WithTimeout(ctx, patience(ctx))
 		defer cancel()
 		err := unlocked(r.Lock(wctx, key, redlock.WithStrategy(redlock.Retry(100, 50*time.Millisecond))))
 		return errors.Join(herr, err)
 	}},
+}
+
+type patienceKey struct{}
+
+// WithPatience sets how long the primitives that wait (Waiter; Election,
+// half of it) wait, in the context they are used with: a second when
+// unset. Tests with a long node timeout give them more.
+func WithPatience(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, patienceKey{}, d)
+}
+
+func patience(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(patienceKey{}).(time.Duration); ok {
+		return d
+	}
+	return time.Second
 }

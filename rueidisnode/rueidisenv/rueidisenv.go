@@ -93,7 +93,7 @@ func OpenNode(n envconfig.Node) (driver.Node, io.Closer, error) {
 	if n.ReplicaAck > 0 {
 		opts = append(opts, rueidisnode.WithReplicaAck(n.ReplicaAck, n.ReplicaAckTimeout))
 	}
-	c, err := rueidis.NewClient(opt)
+	c, err := rueidis.NewClient(rueidisnode.Guard(opt))
 	if err != nil {
 		return nil, nil, fmt.Errorf("rueidis: %w", err)
 	}

@@ -14,8 +14,10 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/envconfig"
+	"github.com/quorumlock/redlock/internal/badnode"
 	"github.com/quorumlock/redlock/internal/redisserver"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/respguard"
 	"github.com/quorumlock/redlock/rueidisnode"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -258,4 +260,17 @@ func open(t *testing.T, c envconfig.Config) *redlock.Redlock {
 	require.NoError(t, err)
 	t.Cleanup(func() { closer.Close() })
 	return l
+}
+
+// TestOpenNodeIsGuarded: the clients OpenNode builds are behind
+// rueidisnode.Guard, so a stale reply costs the connection, where rueidis
+// would panic on its own goroutine.
+func TestOpenNodeIsGuarded(t *testing.T) {
+	bad := badnode.Start(t, badnode.Unsolicited)
+	b, cl, err := OpenNode(node(t, "redis://"+bad.Addr()))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = b.Eval(t.Context(), driver.NewScript("probe", `return 1`), []string{"k"})
+	var refused *respguard.Error
+	assert.ErrorAs(t, err, &refused)
 }
