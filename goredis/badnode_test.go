@@ -26,3 +26,15 @@ func TestBadNodeNeverTakesTheProcessDown(t *testing.T) {
 		}, nil)
 	})
 }
+
+// A node that answers the handshake (HELLO, CLIENT SETINFO...) with
+// garbage too: go-redis never gets a connection, and each call fails, or
+// costs that node's vote in a Redlock.
+func TestRudeNodeNeverTakesTheProcessDown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Run("shapes", func(t *testing.T) {
+		badnode.RunRudeRows(t, func(t *testing.T, addr string) driver.Node {
+			return adapt(t, redistest.Client(t, addr))
+		}, nil)
+	})
+}

@@ -154,6 +154,7 @@ const hello = "%7\r\n" +
 type Server struct {
 	ln       net.Listener
 	shape    Shape
+	rude     bool                   // the handshake gets the shape too
 	answer   atomic.Pointer[[]byte] // set by Answer: replaces the shape
 	commands atomic.Int64
 
@@ -166,6 +167,19 @@ type Server struct {
 // Start starts a bad node answering with shape, stopped when t ends.
 func Start(t testing.TB, shape Shape) *Server {
 	t.Helper()
+	return start(t, shape, false)
+}
+
+// StartRude starts a bad node that answers the handshake too (HELLO,
+// CLIENT, PING...) with shape: no client ever gets a sound connection.
+// Commands counts every command.
+func StartRude(t testing.TB, shape Shape) *Server {
+	t.Helper()
+	return start(t, shape, true)
+}
+
+func start(t testing.TB, shape Shape, rude bool) *Server {
+	t.Helper()
 	if shape < 0 || int(shape) >= numShapes {
 		t.Fatalf("badnode: unknown %v", shape)
 	}
@@ -173,7 +187,7 @@ func Start(t testing.TB, shape Shape) *Server {
 	if err != nil {
 		t.Fatalf("badnode: %v", err)
 	}
-	s := &Server{ln: ln, shape: shape, conns: map[net.Conn]struct{}{}}
+	s := &Server{ln: ln, shape: shape, rude: rude, conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	t.Cleanup(s.Close)
@@ -256,7 +270,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if err != nil {
 			return
 		}
-		if reply, ok := handshake(args); ok {
+		if reply, ok := handshake(args); ok && !s.rude {
 			if _, err := io.WriteString(c, reply); err != nil || strings.EqualFold(args[0], "quit") {
 				return
 			}

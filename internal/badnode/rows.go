@@ -33,6 +33,17 @@ const Bound = 10 * time.Second
 // t.Parallel would run GOMAXPROCS of them, and all at once would miss the
 // node timeout on a loaded machine).
 func RunRows(t *testing.T, connect func(t *testing.T, addr string) driver.Node, skip map[Shape]string) {
+	runRows(t, Start, connect, skip)
+}
+
+// RunRudeRows is RunRows over servers that answer the handshake with
+// their shape too (StartRude): a client that never gets a sound
+// connection. connect must not fail when the handshake does.
+func RunRudeRows(t *testing.T, connect func(t *testing.T, addr string) driver.Node, skip map[Shape]string) {
+	runRows(t, StartRude, connect, skip)
+}
+
+func runRows(t *testing.T, start func(testing.TB, Shape) *Server, connect func(t *testing.T, addr string) driver.Node, skip map[Shape]string) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, 8)
@@ -49,17 +60,16 @@ func RunRows(t *testing.T, connect func(t *testing.T, addr string) driver.Node, 
 					if why, ok := skip[shape]; ok {
 						t.Skip(why)
 					}
-					rows(t, shape, quorum, connect)
+					rows(t, start(t, shape), quorum, connect)
 				})
 			})
 		}
 	}
 }
 
-// rows runs every primitive over a bad node answering shape, alone or
-// with two miniredis (quorum).
-func rows(t *testing.T, shape Shape, quorum bool, connect func(t *testing.T, addr string) driver.Node) {
-	bad := Start(t, shape)
+// rows runs every primitive over the bad node, alone or with two
+// miniredis (quorum).
+func rows(t *testing.T, bad *Server, quorum bool, connect func(t *testing.T, addr string) driver.Node) {
 	addrs := []string{bad.Addr()}
 	if quorum {
 		addrs = append(addrs, miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr())
