@@ -266,3 +266,24 @@ func FuzzReplies(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRoundTrip is the guard's cost on one script call: an EVALSHA
+// written, its two-integer reply read.
+func BenchmarkRoundTrip(b *testing.B) {
+	req := []byte("*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + strings.Repeat("a", 40) + "\r\n$1\r\n1\r\n$14\r\nbench:lock:key\r\n$36\r\n" + strings.Repeat("t", 36) + "\r\n")
+	rep := []byte("*2\r\n:1\r\n:17\r\n")
+	w := &wire{chunk: 1 << 10}
+	g := Conn(w, Default)
+	buf := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.in, w.read = append(w.in[:0], rep...), 0
+		w.out.Reset()
+		if _, err := g.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(g, buf[:len(rep)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
