@@ -193,24 +193,26 @@ func pings(ctx context.Context, c *redis.Client, n int) ([]time.Duration, error)
 	return d, nil
 }
 
-// delayLineSlack is how much longer than its target a PING's median round
-// trip through the delay line may be. Besides the direct round trip (about
-// 25 µs on the test machine) it pays the proxy's two extra loopback hops
-// and, above all, the wake-ups of the server and the client after they
-// idled for half the round trip: on the test machine, a virtual one, a
-// virtual CPU idle for more than about 0.2 ms takes 20 to 50 µs longer to
-// wake, as it would behind a real network. In 20 runs of the test the
-// medians exceeded their targets by 66 to 155 µs.
-const delayLineSlack = 200 * time.Microsecond
+// A PING's median round trip through the delay line may exceed its
+// target and the direct round trip (25 to 80 µs on the virtual machines
+// this ran on) by the proxy's two extra loopback hops and, above all, the
+// wake-ups of the server and the client after they idled for half the
+// round trip: a virtual CPU idle for more than about 0.2 ms takes 20 to
+// 50 µs longer to wake, as it would behind a real network. Medians
+// exceeded target plus direct round trip by 40 to 230 µs. The test bounds
+// the excess at half the target: loose for a measure (the runs report the
+// real round trip), tight enough to catch a delay applied twice.
 
 // delayLineLate bounds how late the delay line's median chunk may leave:
-// its own precision, which the test checks apart from the round trip's.
-const delayLineLate = 10 // µs
+// its own precision, which the test checks apart from the round trip's
+// (0 to 14 µs seen; Go's timers are late by a millisecond).
+const delayLineLate = 50 // µs
 
 // TestDelayLineRTT measures what round trip the delay line really gives:
 // 1000 PINGs with go-redis, one at a time, to a redis-server directly
 // and through a delay line at each of delayRTTs, and their p50 and p90.
-// It fails when a median falls outside [target, target+delayLineSlack],
+// It fails when a median falls outside [target, 1.5 target + the direct
+// round trip],
 // or when the delay line's median chunk left more than delayLineLate µs
 // after it was due, so that the tool cannot degrade unnoticed.
 // bench/delayline.sh keeps its log (-v) with the results.
@@ -220,6 +222,7 @@ func TestDelayLineRTT(t *testing.T) {
 	}
 	bin := buildDelayLine(t)
 	srv := redistest.Start(t, 1).Addrs()[0]
+	var direct time.Duration // the round trip without the delay line (delayRTTs[0] is 0)
 	for _, rtt := range delayRTTs {
 		addr := srv
 		var dl *delayLine
@@ -255,8 +258,11 @@ func TestDelayLineRTT(t *testing.T) {
 			late = s.lateP50
 		}
 		t.Log(line)
-		if rtt > 0 && (p50 < rtt || p50 > rtt+delayLineSlack) {
-			t.Errorf("%s: PING p50 %v, want within [%v, %v]", rttName(rtt), p50, rtt, rtt+delayLineSlack)
+		if rtt == 0 {
+			direct = p50
+		}
+		if high := rtt + rtt/2 + direct; rtt > 0 && (p50 < rtt || p50 > high) {
+			t.Errorf("%s: PING p50 %v, want within [%v, %v] (the direct round trip is %v)", rttName(rtt), p50, rtt, high, direct)
 		}
 		if late > delayLineLate {
 			t.Errorf("%s: the delay line's median chunk left %.0f µs late, want at most %d", rttName(rtt), late, delayLineLate)
