@@ -51,8 +51,6 @@ const (
 // maxDigits bounds a length's digits: more than int64 holds is garbage.
 const maxDigits = 19
 
-func (p *parser) depth() int { return len(p.stack) }
-
 func (p *parser) feed(b []byte) error {
 	for len(b) > 0 {
 		switch p.state {
@@ -103,7 +101,7 @@ func (p *parser) typeByte(c byte) error {
 		return refusal("the type byte %q", c)
 	}
 	p.kind = c
-	if p.depth() == 0 {
+	if len(p.stack) == 0 {
 		return p.seen.start(c)
 	}
 	return nil
