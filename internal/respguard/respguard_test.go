@@ -45,16 +45,14 @@ type step struct{ w, r string }
 
 func cmd(args ...string) step {
 	var b strings.Builder
-	b.WriteString("*" + itoa(len(args)) + "\r\n")
+	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
 	for _, a := range args {
-		b.WriteString("$" + itoa(len(a)) + "\r\n" + a + "\r\n")
+		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
 	}
 	return step{w: b.String()}
 }
 
 func reply(s string) step { return step{r: s} }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // play runs the steps through a guard whose node delivers chunk bytes
 // per read, and returns the first error.
@@ -228,22 +226,27 @@ func TestSyscallConnIsKept(t *testing.T) {
 
 // The guard allocates nothing per read or write.
 func TestNoAllocations(t *testing.T) {
-	req := []byte("*4\r\n$7\r\nEVALSHA\r\n$40\r\n" + strings.Repeat("a", 40) + "\r\n$1\r\n1\r\n$5\r\nlock1\r\n")
+	assert.Zero(t, testing.AllocsPerRun(1000, scriptCall(t)))
+}
+
+// scriptCall returns one script call through a guard: an EVALSHA
+// written, its two-integer reply read.
+func scriptCall(tb testing.TB) func() {
+	req := []byte("*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + strings.Repeat("a", 40) + "\r\n$1\r\n1\r\n$14\r\nbench:lock:key\r\n$36\r\n" + strings.Repeat("t", 36) + "\r\n")
 	rep := []byte("*2\r\n:1\r\n:17\r\n")
 	w := &wire{chunk: 1 << 10}
 	g := Conn(w, Default)
-	buf := make([]byte, 64)
-	allocs := testing.AllocsPerRun(1000, func() {
+	buf := make([]byte, len(rep))
+	return func() {
 		w.in, w.read = append(w.in[:0], rep...), 0
 		w.out.Reset()
 		if _, err := g.Write(req); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		if _, err := io.ReadFull(g, buf[:len(rep)]); err != nil {
-			t.Fatal(err)
+		if _, err := io.ReadFull(g, buf); err != nil {
+			tb.Fatal(err)
 		}
-	})
-	assert.Zero(t, allocs)
+	}
 }
 
 // Any bytes from a node: no panic, and the verdict does not depend on
@@ -267,23 +270,11 @@ func FuzzReplies(f *testing.F) {
 	})
 }
 
-// BenchmarkRoundTrip is the guard's cost on one script call: an EVALSHA
-// written, its two-integer reply read.
+// BenchmarkRoundTrip is the guard's cost on one script call.
 func BenchmarkRoundTrip(b *testing.B) {
-	req := []byte("*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + strings.Repeat("a", 40) + "\r\n$1\r\n1\r\n$14\r\nbench:lock:key\r\n$36\r\n" + strings.Repeat("t", 36) + "\r\n")
-	rep := []byte("*2\r\n:1\r\n:17\r\n")
-	w := &wire{chunk: 1 << 10}
-	g := Conn(w, Default)
-	buf := make([]byte, 64)
+	call := scriptCall(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		w.in, w.read = append(w.in[:0], rep...), 0
-		w.out.Reset()
-		if _, err := g.Write(req); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(g, buf[:len(rep)]); err != nil {
-			b.Fatal(err)
-		}
+		call()
 	}
 }
