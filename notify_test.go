@@ -352,8 +352,13 @@ func TestCustomStrategyStandsInLine(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	first := startLock(ctx, r, "k")
+	obs, waitFailed := waitingFor(t)
+	first := startLock(ctx, r, "k", redlock.WithObserver(obs))
 	testwait.Until(t, "the first waiter hears releases", func() bool { return redlock.InLine(r, "k") == 1 })
+	// Its attempts are over: one before it subscribed, one after (a
+	// release between them is seen by the second). Counting sooner races
+	// with the second.
+	waitFailed(2)
 	before := fakes[0].Calls(fakenode.Acquire)
 	second := startLock(ctx, r, "k")
 	testwait.Until(t, "the second waiter joined the line", func() bool { return redlock.Joined(r, "k") == 2 })
