@@ -302,10 +302,10 @@ func (f *fenceRecords) verify(t *testing.T, sections []exclusion.Section) int {
 	return checked
 }
 
-// TestNemesisTargetedLateRelease scripts finding 1 of issue 8 through the
-// proxies: N=3, a Lock call's first attempt times out on two slow nodes,
-// whose SET and rollback release are delivered late, after the client
-// gave up; the network heals as soon as that attempt failed, so the
+// TestNemesisTargetedLateRelease scripts the safety review's late
+// release through the proxies: N=3, a Lock call's first attempt times
+// out on two slow nodes, whose SET and rollback release are delivered
+// late, after the client gave up; the network heals as soon as that attempt failed, so the
 // second attempt is granted by all three at once. The late commands land
 // later, while the holder is still valid. A second client tries all
 // along. Whatever the library does about it, the holder's key must stay

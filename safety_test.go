@@ -1,6 +1,6 @@
 package redlock_test
 
-// Regression tests for the safety review (issue 8): each shows one way a
+// Regression tests for the safety review: each shows one way a
 // real network or a real client library could make the lock lie, using
 // only what such a network delivers: a command delivered after its client
 // gave up, a reply lost after the command ran, a command resent on a new

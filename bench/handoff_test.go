@@ -52,7 +52,7 @@ const (
 //     the same sub-benchmark right before the hand-off, on another key;
 //   - limit-acq/s: 1 / (hold + lu-p50), the most a hand-off could reach if
 //     every cycle were one hold plus one uncontended Lock+Unlock. The
-//     target of issue 14 is acq/s ≥ 0.9 × limit-acq/s;
+//     target is acq/s ≥ 0.9 × limit-acq/s;
 //   - solo-acq/s: one worker alone, nobody to hand to: Lock, hold,
 //     Unlock, handoffSolo times, measured right before the hand-off. Its
 //     rounds come after a hold, as a hand-off's do, where lu-p50 is

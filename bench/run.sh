@@ -2,7 +2,7 @@
 # Reproduces the tables of BENCHMARKS.md: runs every scenario of the bench
 # module COUNT times, then summarises with benchstat (one column per
 # contender, medians with confidence intervals) and bench/tables (medians,
-# ratios, issue 14's targets MET, MISSED or MISSING). Each round runs every
+# ratios, BENCHMARKS.md's targets MET, MISSED or MISSING). Each round runs every
 # scenario once, and each scenario runs every contender one after the other
 # on the same redis-server processes, so the contenders are interleaved
 # round by round (go test -count k would run each sub-benchmark k times in a

@@ -172,7 +172,7 @@ func FuzzNodeURLSecrets(f *testing.F) {
 	})
 }
 
-// The three URLs of issue 41 that showed their password: an '@' and a
+// The three URL forms that once showed their password: an '@' and a
 // "://" inside it, and a password or user name as a query parameter. Each
 // is refused, with an error that says where credentials go.
 func TestNodeURLCredentialForms(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 
 // The tables of BenchmarkDelayLine (bench/delaybench_test.go, run by
 // bench/delayline.sh): Lock+Unlock ops/s per round trip, node count,
-// goroutine count and contender, and issue 36's ratios round by round.
+// goroutine count and contender, and the ratios to the best peer round by
+// round.
 
 // dlCell is one sub-benchmark of BenchmarkDelayLine.
 type dlCell struct {

@@ -1,7 +1,7 @@
 // Command tables turns the raw output of the bench module's benchmarks
 // (go test -bench, any -count) into the Markdown tables of BENCHMARKS.md:
 // medians per scenario, node count and contender, ratios against the raw
-// floor and the peers, and the issue's targets marked MET or MISSED.
+// floor and the peers, and BENCHMARKS.md's targets marked MET or MISSED.
 //
 //	go run ./tables results/raw.txt > results/tables.md
 //	go run ./tables -adapters results/adapters-raw.txt   # the adapters alone
@@ -217,7 +217,7 @@ const (
 )
 
 // idealTable puts, per hand-off scenario and N, the library's acq/s ÷
-// the limit of issue 14's target (1 / (hold + the library's Lock+Unlock
+// the limit of the hand-off target (1 / (hold + the library's Lock+Unlock
 // p50), its limit-acq/s) beside ideal-handoff's acq/s ÷ the same limit,
 // all medians of the same run; and ideal-handoff's ratio to its own
 // limit-acq/s, whose Lock+Unlock is the raw floor's (SET NX, then
@@ -379,7 +379,7 @@ func median(vs []float64) float64 {
 	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
 }
 
-// target is one of the issue's goals: a measured ratio against a bound,
+// target is one of BENCHMARKS.md's goals: a measured ratio against a bound,
 // with the two figures it is the ratio of.
 type target struct {
 	what    string
@@ -416,7 +416,7 @@ func (t target) measured() string {
 // peers are the other libraries a scenario's best peer is taken from.
 var peers = []string{"redsync", "redislock"}
 
-// The issue's judged node counts.
+// The node counts the targets judge.
 var (
 	targetNodes  = []int{1, 3, 5, 7}
 	handoffNodes = []int{1, 5}
@@ -452,7 +452,7 @@ func perRound(num, den []float64) []float64 {
 	return rs
 }
 
-// targets are issue 14's, each computed from medians over the rounds, on
+// targets are BENCHMARKS.md's, each computed from medians over the rounds, on
 // the contender "redlock" (the go-redis adapter).
 func targets(r results) []target {
 	var ts []target
