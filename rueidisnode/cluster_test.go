@@ -179,7 +179,7 @@ func total(t *testing.T, cc *redis.ClusterClient, command string) int {
 // resends after a broken connection only commands marked retryable, and
 // follows MOVED and ASK only for commands the node refused.
 func clusterNeverResends(t *testing.T, seeds []string) {
-	loser := &replyLoser{}
+	loser := &replyLoser{only: "EVALSHA"}
 	n := clusterNodeWith(t, clientOption(seeds, quiet, loser.option))
 	cc := redistest.ClusterClient(t, seeds...)
 	key := "{" + fresh("lost") + "}"

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,7 +187,13 @@ func handedOff(t *testing.T, holderLk, waiterLk redlock.Locker, refused *atomic.
 // ran, and is thrown away, and the connection breaks. Unlike the fault
 // proxy's LoseReply, which loses every reply while it is on, it loses
 // exactly one: a locker's rollback, sent at once after, gets through.
-type replyLoser struct{ left atomic.Int64 }
+// With only set, it counts only the chunks of connections whose latest
+// write held only (a cluster client's other connections read replies of
+// their own: a topology refresh, another master's handshake).
+type replyLoser struct {
+	left atomic.Int64
+	only string
+}
 
 // arm warms n's client (made with quiet), then arms the loser.
 func (d *replyLoser) arm(t *testing.T, n *Node, left int64) {
@@ -226,12 +233,18 @@ func (d *replyLoser) option(o *rueidis.ClientOption) { o.DialCtxFn = d.dial }
 
 type losingConn struct {
 	net.Conn
-	d *replyLoser
+	d       *replyLoser
+	counted atomic.Bool // the latest write held d.only, or d.only is ""
+}
+
+func (c *losingConn) Write(p []byte) (int, error) {
+	c.counted.Store(c.d.only == "" || strings.Contains(strings.ToUpper(string(p)), c.d.only))
+	return c.Conn.Write(p)
 }
 
 func (c *losingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.d.left.Load() > 0 && c.d.left.Add(-1) == 0 {
+	if n > 0 && (c.d.only == "" || c.counted.Load()) && c.d.left.Load() > 0 && c.d.left.Add(-1) == 0 {
 		_ = c.Conn.Close() // the reply arrived: the command ran
 		return 0, io.ErrUnexpectedEOF
 	}
