@@ -240,8 +240,8 @@ func TestConfigOpenRejectsBadConfig(t *testing.T) {
 
 // LOCK_DISTRIBUTED_NODES given while LOCK_DISTRIBUTED_ENABLED is not set
 // would lock nothing, silently (two concurrent writes to one record both
-// ran). Open refuses it, naming the variable to set; Load
-// still reads it, for tools that only read the nodes.
+// ran). Open refuses it, naming the variable to set; Load still reads
+// it, for tools that only read the nodes.
 func TestConfigNodesWithoutEnabled(t *testing.T) {
 	nodes := "redis://:" + url.PathEscape(secret) + "@127.0.0.1:6379,redis://127.0.0.1:6380"
 	for _, env := range []map[string]string{
