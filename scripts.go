@@ -107,7 +107,12 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	if err != nil {
 		return false, err
 	}
-	r, err := n.Eval(ctx, acquireScript, []string{k}, token, ms(ttl))
+	// Keys and arguments share one array: both escape through the
+	// driver.Node interface, so two slices would cost two allocations.
+	// The keys' capacity ends at their length: an append by the adapter
+	// copies them, and never writes over the arguments.
+	a := [...]string{k, token, ms(ttl)}
+	r, err := n.Eval(ctx, acquireScript, a[:1:1], a[1:]...)
 	return yes(acquireScript, r, err)
 }
 
@@ -116,7 +121,8 @@ func (n *node) release(ctx context.Context, key, token string, announce bool) (b
 	if err != nil {
 		return false, err
 	}
-	r, err := n.Eval(ctx, releaseScript, []string{k}, token, n.announce(announce))
+	a := [...]string{k, token, n.announce(announce)} // one allocation (see acquire)
+	r, err := n.Eval(ctx, releaseScript, a[:1:1], a[1:]...)
 	return yes(releaseScript, r, err)
 }
 
@@ -127,7 +133,8 @@ func (n *node) extend(ctx context.Context, key, token string, ttl, life time.Dur
 	if err != nil {
 		return false, err
 	}
-	r, err := n.Eval(ctx, extendScript, []string{k, k + fenceSuffix}, token, ms(ttl), ms(life))
+	a := [...]string{k, k + fenceSuffix, token, ms(ttl), ms(life)} // one allocation (see acquire)
+	r, err := n.Eval(ctx, extendScript, a[:2:2], a[2:]...)
 	return yes(extendScript, r, err)
 }
 
