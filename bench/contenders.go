@@ -41,6 +41,16 @@ const TTL = 10 * time.Second
 // ErrBusy is what a Contender returns when one attempt found the key held.
 var ErrBusy = errors.New("bench: key held")
 
+// busy is a contender's own refusal as ErrBusy. It formats nothing until
+// asked: fmt.Errorf would build the message of every refusal, a cost the
+// caller of a TryLock (an HTTP 409) does not pay, and the raw floor's
+// bare ErrBusy does not either.
+type busy struct{ err error }
+
+func (e busy) Error() string        { return ErrBusy.Error() + ": " + e.err.Error() }
+func (e busy) Is(target error) bool { return target == ErrBusy }
+func (e busy) Unwrap() error        { return e.err }
+
 // A Contender is one lock implementation under test. Acquire with wait
 // false makes exactly one attempt (the "TryLock" of each library); with wait
 // true it follows the contender's own retry configuration, which is part of
@@ -236,7 +246,7 @@ func (c *redlockC) Acquire(ctx context.Context, key string, wait bool) (Held, er
 	}
 	l, err := c.l.Lock(ctx, key, opts...)
 	if errors.Is(err, redlock.ErrNotAcquired) {
-		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		return nil, busy{err}
 	}
 	if err != nil {
 		return nil, err
@@ -277,7 +287,7 @@ func (c *redsyncC) Acquire(ctx context.Context, key string, wait bool) (Held, er
 	}
 	var taken *redsync.ErrTaken
 	if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
-		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		return nil, busy{err}
 	}
 	if err != nil {
 		return nil, err
@@ -318,7 +328,7 @@ func (c *redislockC) Acquire(ctx context.Context, key string, wait bool) (Held, 
 	}
 	l, err := c.c.Obtain(ctx, key, TTL, opt)
 	if errors.Is(err, redislock.ErrNotObtained) {
-		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		return nil, busy{err}
 	}
 	if err != nil {
 		return nil, err
