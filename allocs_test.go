@@ -74,8 +74,8 @@ func TestAllocationsPerOperation(t *testing.T) {
 		nodes                                           int
 		lockUnlock, withOption, fenced, tryHeld, extend float64
 	}{
-		{1, 11, 12, 17, 8, 7},
-		{3, 23, 24, 35, 15, 18},
+		{1, 11, 12, 17, 8, 5},
+		{3, 23, 24, 35, 15, 12},
 	} {
 		t.Run(fmt.Sprintf("N=%d", c.nodes), func(t *testing.T) {
 			opts := []redlock.Option{redlock.WithTTL(10 * time.Second), redlock.WithStrategy(redlock.Reject())}

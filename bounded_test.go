@@ -236,10 +236,11 @@ func TestEveryKeyExpires(t *testing.T) {
 	}
 }
 
-// TestRenewalKeepsTheFenceCounter: a lock (one key, a set, a reader's
-// share) extended past the fence lifetime keeps its counter, so the
-// next token follows the counter, and an election's term stays readable
-// while its leader renews.
+// TestRenewalKeepsTheFenceCounter: a fenced lock (one key, a set, a
+// reader's share) extended past the fence lifetime keeps its counter, so
+// the next token follows the counter, and an election's term stays
+// readable while its leader renews. An unfenced lock's Extend leaves a
+// counter alone (the clock floor covers one that expires meanwhile).
 func TestRenewalKeepsTheFenceCounter(t *testing.T) {
 	ms, nodes := minis(t, 3)
 	lk, err := redlock.New(nodes, redlock.WithTTL(time.Second), redlock.WithFenceLifetime(2*time.Second),
@@ -277,4 +278,16 @@ func TestRenewalKeepsTheFenceCounter(t *testing.T) {
 	require.NoError(t, next.Unlock(ctx))
 	require.NoError(t, set.Unlock(ctx))
 	require.NoError(t, read.Unlock(ctx))
+
+	plain, err := lk.Lock(ctx, "renewed:one") // not fenced
+	require.NoError(t, err)
+	for _, m := range ms {
+		m.FastForward(500 * time.Millisecond)
+	}
+	require.NoError(t, plain.Extend(ctx, time.Second))
+	for _, m := range ms {
+		assert.LessOrEqual(t, m.TTL("renewed:one:fence"), 1500*time.Millisecond, "an unfenced Extend refreshed the counter")
+		assert.Greater(t, m.TTL("renewed:one:fence"), time.Duration(0), "the counter is still there")
+	}
+	require.NoError(t, plain.Unlock(ctx))
 }

@@ -126,14 +126,20 @@ func (n *node) release(ctx context.Context, key, token string, announce bool) (b
 	return yes(releaseScript, r, err)
 }
 
-// extend pushes a held key's expiry out to ttl from now, and its fence
-// counter's, if it has one, to at least life.
+// extend pushes a held key's expiry out to ttl from now, and, when life
+// is not 0 (a fenced lock), its fence counter's, if it has one, to at
+// least life.
 func (n *node) extend(ctx context.Context, key, token string, ttl, life time.Duration) (bool, error) {
 	k, err := n.keyOf(key)
 	if err != nil {
 		return false, err
 	}
-	a := [...]string{k, k + fenceSuffix, token, ms(ttl), ms(life)} // one allocation (see acquire)
+	if life == 0 {
+		a := [...]string{k, token, ms(ttl)} // one allocation (see acquire)
+		r, err := n.Eval(ctx, extendScript, a[:1:1], a[1:]...)
+		return yes(extendScript, r, err)
+	}
+	a := [...]string{k, k + fenceSuffix, token, ms(ttl), ms(life)}
 	r, err := n.Eval(ctx, extendScript, a[:2:2], a[2:]...)
 	return yes(extendScript, r, err)
 }

@@ -79,6 +79,9 @@ func (oneKey) release(ctx context.Context, s scope, n *node, token string, annou
 }
 
 func (oneKey) extend(ctx context.Context, s scope, n *node, token string, ttl time.Duration) (bool, error) {
+	if !s.cfg.fencing {
+		return n.extend(ctx, s.key, token, ttl, 0) // no counter of its own to keep
+	}
 	return n.extend(ctx, s.key, token, ttl, s.cfg.fenceLife)
 }
 
