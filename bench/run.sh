@@ -55,10 +55,11 @@ if [ ! -x "$benchstat" ]; then
 	exit 1
 fi
 
-# Read before machine.txt is rewritten below: the results this run
-# replaces are not changes to the code measured.
+# Read before machine.txt is rewritten below: the results and the
+# BENCHMARKS.md block the benchmark scripts write are not changes to the
+# code measured.
 commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- .. ':!results' 2>/dev/null || commit="$commit (with uncommitted changes)"
+git diff --quiet HEAD -- .. ':!results' ':!../BENCHMARKS.md' 2>/dev/null || commit="$commit (with uncommitted changes)"
 {
 	echo "date:   $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo "commit: $commit"
