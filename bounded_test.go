@@ -11,6 +11,7 @@ import (
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/driver"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testwait"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -290,4 +291,31 @@ func TestRenewalKeepsTheFenceCounter(t *testing.T) {
 		assert.Greater(t, m.TTL("renewed:one:fence"), time.Duration(0), "the counter is still there")
 	}
 	require.NoError(t, plain.Unlock(ctx))
+}
+
+// TestElectionRenewalKeepsTheTerm: a leadership whose lease renews past
+// the fence lifetime keeps its counters, so Leader still reads its term.
+func TestElectionRenewalKeepsTheTerm(t *testing.T) {
+	ms, nodes := minis(t, 3)
+	lk, err := redlock.New(nodes, redlock.WithTTL(time.Second), redlock.WithFenceLifetime(time.Second))
+	require.NoError(t, err)
+	e, err := redlock.NewElection(lk, "renewed:election")
+	require.NoError(t, err)
+	ctx := context.Background()
+	l, err := e.Campaign(ctx, "a")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Resign(ctx)) }()
+	for range 8 { // 2 s of node time, twice the lifetime
+		for _, m := range ms {
+			m.FastForward(250 * time.Millisecond)
+		}
+		before := l.Until()
+		testwait.Until(t, "a renewal of the lease", func() bool { return l.Until().After(before) })
+	}
+	for i, m := range ms {
+		assert.True(t, m.Exists("renewed:election:fence"), "node %d: the term's counter expired under its leader", i)
+	}
+	got, err := e.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, l.Term(), got.Term, "the leader's term, read from the nodes")
 }
