@@ -51,9 +51,9 @@ func TestNewToken(t *testing.T) {
 // At one node a Lock+Unlock is, beside the fake node's allocations per
 // call: the token, the Lock, each round's fan (its context and outcomes,
 // quorum.go) and its call, and per script call its keys and arguments
-// (one array) and the TTL in text; over several nodes, each round's func value for
-// its goroutines too. WithFencing adds the fence counters and a longer
-// key list per call.
+// (one array) and the TTL in text; over several nodes, each round's func
+// value for its goroutines too. WithFencing adds the fence counters and a
+// longer key list per call.
 func TestAllocationsPerOperation(t *testing.T) {
 	if redlock.RaceEnabled {
 		t.Skip("the race detector allocates on its own")

@@ -239,8 +239,7 @@ func TestEveryKeyExpires(t *testing.T) {
 
 // TestRenewalKeepsTheFenceCounter: a fenced lock (one key, a set, a
 // reader's share) extended past the fence lifetime keeps its counter, so
-// the next token follows the counter, and an election's term stays
-// readable while its leader renews. An unfenced lock's Extend leaves a
+// the next token follows the counter. An unfenced lock's Extend leaves a
 // counter alone (the clock floor covers one that expires meanwhile).
 func TestRenewalKeepsTheFenceCounter(t *testing.T) {
 	ms, nodes := minis(t, 3)
